@@ -1,0 +1,1 @@
+"""The incremental engine: (T, N)-representations maintained under updates (paper 000 §4–§5)."""

@@ -1,0 +1,220 @@
+"""Index groups: the per-key buckets of the IEDyn indexes (paper 000 §5, after Def. 8).
+
+A :class:`HashGroup` holds the tuples of one hash key with their multiplicities and a
+running total (equality-only edges). An :class:`OrderedGroup` additionally orders them by
+one *sort value* (the variable of the edge's inequality) and keeps prefix sums of the
+multiplicities, so that
+
+=====================================  ==============================================
+operation                              cost (n = distinct sort values in the group)
+=====================================  ==============================================
+``add`` (insert/delete a multiplicity)  O(log n) amortized (+ O(B) list insert, B=256)
+``range_sum(lo, hi)``                   O(log n) (Fenwick tree over chunk sums + one
+                                        bisect and one C-level slice sum of ≤ 2B items)
+``irange(lo, hi)``                      O(log n) to start, then O(1) per tuple
+=====================================  ==============================================
+
+Sort values are kept in sorted chunks (like ``sortedcontainers.SortedList``) with a parallel
+list of weights per chunk; a Fenwick tree over the chunk totals gives prefix sums across
+chunks. Multiplicities in a T-reduct of a positive database are positive, so a value whose
+bucket becomes empty is removed and every value in the structure has a non-empty bucket:
+iterating a range never visits a dead entry (this is what keeps enumeration delay constant).
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_left, bisect_right
+from typing import Any, Iterator
+
+_LOAD = 256
+
+
+class HashGroup:
+    """Tuples sharing one hash key: ``items`` maps tuple -> multiplicity; ``total`` is their sum."""
+
+    __slots__ = ("items", "total")
+
+    def __init__(self) -> None:
+        self.items: dict[tuple, int] = {}
+        self.total = 0
+
+    def add(self, t: tuple, d: int) -> None:
+        items = self.items
+        v = items.get(t, 0) + d
+        if v:
+            items[t] = v
+        else:
+            del items[t]
+        self.total += d
+
+    def __len__(self) -> int:
+        return len(self.items)
+
+
+class OrderedGroup:
+    """Tuples of one hash key ordered by a sort value, with O(log n) range sums."""
+
+    __slots__ = ("sort_pos", "buckets", "total", "_chunks", "_weights", "_maxes", "_csum", "_fen")
+
+    def __init__(self, sort_pos: int) -> None:
+        self.sort_pos = sort_pos
+        self.buckets: dict[Any, dict[tuple, int]] = {}
+        self.total = 0
+        self._chunks: list[list] = []
+        self._weights: list[list[int]] = []
+        self._maxes: list = []
+        self._csum: list[int] = []
+        self._fen: list[int] = [0]
+
+    def __len__(self) -> int:
+        return len(self.buckets)
+
+    # -- maintenance ------------------------------------------------------------------
+    def add(self, t: tuple, d: int) -> None:
+        value = t[self.sort_pos]
+        bucket = self.buckets.get(value)
+        self.total += d
+        if bucket is None:
+            self.buckets[value] = {t: d}
+            self._insert_value(value, d)
+            return
+        v = bucket.get(t, 0) + d
+        if v:
+            bucket[t] = v
+        else:
+            del bucket[t]
+        if bucket:
+            self._add_weight(value, d)
+        else:
+            del self.buckets[value]
+            self._remove_value(value)
+
+    def _locate(self, value) -> tuple[int, int]:
+        ci = bisect_left(self._maxes, value)
+        return ci, bisect_left(self._chunks[ci], value)
+
+    def _add_weight(self, value, d: int) -> None:
+        ci, pos = self._locate(value)
+        self._weights[ci][pos] += d
+        self._csum[ci] += d
+        fen = self._fen
+        i = ci + 1
+        n = len(fen)
+        while i < n:
+            fen[i] += d
+            i += i & -i
+
+    def _insert_value(self, value, w: int) -> None:
+        chunks = self._chunks
+        if not chunks:
+            chunks.append([value])
+            self._weights.append([w])
+            self._maxes.append(value)
+            self._csum.append(w)
+            self._rebuild_fenwick()
+            return
+        ci = bisect_left(self._maxes, value)
+        if ci == len(chunks):
+            ci -= 1
+            self._maxes[ci] = value
+        chunk = chunks[ci]
+        pos = bisect_left(chunk, value)
+        chunk.insert(pos, value)
+        self._weights[ci].insert(pos, w)
+        self._csum[ci] += w
+        if len(chunk) > 2 * _LOAD:
+            half = len(chunk) >> 1
+            wl = self._weights[ci]
+            chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
+            self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
+            self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
+            self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
+            self._rebuild_fenwick()
+        else:
+            fen = self._fen
+            i = ci + 1
+            n = len(fen)
+            while i < n:
+                fen[i] += w
+                i += i & -i
+
+    def _remove_value(self, value) -> None:
+        ci, pos = self._locate(value)
+        chunk = self._chunks[ci]
+        w = self._weights[ci].pop(pos)
+        del chunk[pos]
+        self._csum[ci] -= w
+        if not chunk:
+            del self._chunks[ci], self._weights[ci], self._maxes[ci], self._csum[ci]
+            self._rebuild_fenwick()
+            return
+        if pos == len(chunk):
+            self._maxes[ci] = chunk[-1]
+        fen = self._fen
+        i = ci + 1
+        n = len(fen)
+        while i < n:
+            fen[i] -= w
+            i += i & -i
+
+    def _rebuild_fenwick(self) -> None:
+        csum = self._csum
+        n = len(csum)
+        fen = [0] * (n + 1)
+        for i in range(1, n + 1):
+            fen[i] += csum[i - 1]
+            j = i + (i & -i)
+            if j <= n:
+                fen[j] += fen[i]
+        self._fen = fen
+
+    # -- queries ----------------------------------------------------------------------
+    def _prefix(self, value, inclusive: bool) -> int:
+        """Sum of the weights of sort values < value (or <= value when inclusive)."""
+        maxes = self._maxes
+        ci = bisect_right(maxes, value) if inclusive else bisect_left(maxes, value)
+        if ci == len(maxes):
+            return self.total
+        chunk = self._chunks[ci]
+        pos = bisect_right(chunk, value) if inclusive else bisect_left(chunk, value)
+        s = sum(self._weights[ci][:pos]) if pos else 0
+        fen = self._fen
+        i = ci
+        while i > 0:
+            s += fen[i]
+            i -= i & -i
+        return s
+
+    def range_sum(self, lo, lo_incl: bool, hi, hi_incl: bool) -> int:
+        """Sum of multiplicities of tuples whose sort value lies in the range (None = unbounded)."""
+        upper = self.total if hi is None else self._prefix(hi, hi_incl)
+        if lo is None:
+            return upper
+        r = upper - self._prefix(lo, not lo_incl)
+        return r if r > 0 else 0
+
+    def irange(self, lo, lo_incl: bool, hi, hi_incl: bool) -> Iterator[tuple[tuple, int]]:
+        """Yield ``(tuple, multiplicity)`` for sort values in the range, ascending."""
+        chunks = self._chunks
+        if not chunks:
+            return
+        if lo is None:
+            ci, pos = 0, 0
+        else:
+            maxes = self._maxes
+            ci = bisect_left(maxes, lo) if lo_incl else bisect_right(maxes, lo)
+            if ci == len(chunks):
+                return
+            c = chunks[ci]
+            pos = bisect_left(c, lo) if lo_incl else bisect_right(c, lo)
+        buckets = self.buckets
+        nchunks = len(chunks)
+        while ci < nchunks:
+            chunk = chunks[ci]
+            for j in range(pos, len(chunk)):
+                v = chunk[j]
+                if hi is not None and (v > hi or (v == hi and not hi_incl)):
+                    return
+                yield from buckets[v].items()
+            ci += 1
+            pos = 0

@@ -1,0 +1,127 @@
+"""From table rows to leaf tuples: projection on used columns, SQL NULL semantics, filters.
+
+A row contributes to an atom only if every *strict* variable (one that joins, or that a
+predicate reads) is non-NULL, repeated variables agree (``a.x = a.y``), and the atom's
+filters hold. Other rows stay in the table store (so a later delete validates) but never
+propagate (ALGORITHMS.md §9).
+"""
+
+from __future__ import annotations
+
+import datetime
+import decimal
+import fractions
+from typing import Any, Callable
+
+from ..errors import UpdateError
+from ..query import GCQ
+from .predicates import compile_filter, projector
+
+_NUMERIC = (int, float, decimal.Decimal, fractions.Fraction)
+
+
+def value_kind(v: Any) -> str:
+    """The comparison domain of a value: values of different kinds cannot be ordered together."""
+    if isinstance(v, _NUMERIC):  # bool is an int
+        return "number"
+    if isinstance(v, str):
+        return "text"
+    if isinstance(v, datetime.datetime):
+        return "timestamptz" if v.tzinfo is not None else "timestamp"
+    if isinstance(v, datetime.date):
+        return "date"
+    if isinstance(v, datetime.time):
+        return "time"
+    if isinstance(v, datetime.timedelta):
+        return "interval"
+    return type(v).__name__
+
+
+class LeafExtractor:
+    """Turns rows of one table into tuples of one atom's leaf."""
+
+    __slots__ = ("atom", "alias", "arity", "extract", "eqs", "strict", "filter", "ordered", "kinds")
+
+    def __init__(self, gcq: GCQ, atom: int, order: list[str], strict: set[str],
+                 filters, kinds: dict[str, str], ordered_vars: set[str]):
+        a = gcq.atoms[atom]
+        self.atom = atom
+        self.alias = a.alias
+        self.arity = len(a.vars)
+        first: dict[str, int] = {}
+        eqs = []
+        for j, v in enumerate(a.vars):
+            if v is None:
+                continue
+            if v in first:
+                eqs.append((first[v], j))
+            else:
+                first[v] = j
+        pos_in_row = {v: first[v] for v in order}
+        self.extract = projector(order, pos_in_row)
+        self.eqs = eqs
+        self.strict = [i for i, v in enumerate(order) if v in strict]
+        leaf_pos = {v: i for i, v in enumerate(order)}
+        self.filter: Callable[[tuple], bool] | None = compile_filter(filters, leaf_pos)
+        self.ordered = [(i, v) for i, v in enumerate(order) if v in ordered_vars]
+        self.kinds = kinds  # shared across leaves: var -> kind, once known
+
+    def tuple_of(self, row: tuple) -> tuple | None:
+        """The leaf tuple of ``row``, or None if the row can never contribute."""
+        for i, j in self.eqs:
+            a = row[i]
+            if a is None or a != row[j]:
+                return None
+        t = self.extract(row)
+        for i in self.strict:
+            if t[i] is None:
+                return None
+        f = self.filter
+        if f is not None and not f(t):
+            return None
+        return t
+
+    def check_kinds(self, t: tuple, pending: dict[str, str]) -> None:
+        """Raise UpdateError if a compared value's kind differs from what the variable holds."""
+        kinds = self.kinds
+        for i, v in self.ordered:
+            x = t[i]
+            if x is None:
+                continue
+            k = value_kind(x)
+            want = kinds.get(v) or pending.get(v)
+            if want is None:
+                pending[v] = k
+            elif want != k:
+                raise UpdateError(
+                    f"value {x!r} ({k}) cannot be compared with the {want} values of {v} "
+                    f"(atom {self.alias}); no change was applied")
+
+
+def ordered_variable_kinds(gcq: GCQ) -> tuple[dict[str, str | None], set[str]]:
+    """Variables read by comparisons, with the kind their constants fix (None = set by data)."""
+    kinds: dict[str, str | None] = {}
+    for p in gcq.predicates:
+        for v in p.vars:
+            kinds.setdefault(v, None)
+        if p.right is None and p.offset is not None:
+            kinds[p.left] = value_kind(p.offset)
+        elif p.offset and isinstance(p.offset, _NUMERIC) and not isinstance(p.offset, bool):
+            kinds[p.left] = kinds[p.right] = "number"
+    strict: set[str] = set(kinds)
+    seen: dict[str, int] = {}
+    for a in gcq.atoms:
+        for v in a.varset:
+            seen[v] = seen.get(v, 0) + 1
+        counted: set[str] = set()
+        for v in a.vars:
+            if v is not None:
+                if v in counted:
+                    strict.add(v)
+                counted.add(v)
+    strict |= {v for v, k in seen.items() if k >= 2}
+    return kinds, strict
+
+
+def bad_row(table: str, row: Any, arity: int) -> UpdateError:
+    return UpdateError(f"row {row!r} for table {table!r} must be a tuple of {arity} values; no change was applied")

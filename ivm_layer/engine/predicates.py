@@ -1,0 +1,129 @@
+"""Compile predicates into small closures over node tuples (SQL semantics: NULL fails)."""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Callable
+
+from ..query import Predicate
+
+OPS: dict[str, Callable[[Any, Any], bool]] = {
+    "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq,
+}
+
+
+def compile_filter(preds: list[Predicate], pos: dict[str, int]) -> Callable[[tuple], bool] | None:
+    """A function ``f(t) -> bool`` checking every predicate over one tuple (None if no predicate)."""
+    if not preds:
+        return None
+    checks = []
+    for p in preds:
+        op = OPS[p.op]
+        i = pos[p.left]
+        if p.right is None:
+            c = p.offset
+            if c is None:  # comparison with NULL: never true
+                return lambda t: False
+            checks.append((op, i, None, c))
+        else:
+            checks.append((op, i, pos[p.right], p.offset or 0))
+
+    def check(t: tuple) -> bool:
+        for op, i, j, c in checks:
+            a = t[i]
+            if a is None:
+                return False
+            if j is None:
+                if not op(a, c):
+                    return False
+            else:
+                b = t[j]
+                if b is None or not op(a, b + c if c else b):
+                    return False
+        return True
+
+    return check
+
+
+def compile_cross_check(preds: list[Predicate], left_pos: dict[str, int], right_pos: dict[str, int]
+                        ) -> Callable[[tuple, tuple], bool] | None:
+    """``f(l, r)`` for predicates ``left_var op right_var + c`` with left vars in ``l``, right vars in ``r``."""
+    if not preds:
+        return None
+    checks = [(OPS[p.op], left_pos[p.left], right_pos[p.right], p.offset or 0) for p in preds]
+    if len(checks) == 1:
+        op, i, j, c = checks[0]
+        if c:
+            return lambda l, r: op(l[i], r[j] + c)
+        return lambda l, r: op(l[i], r[j])
+
+    def check(l: tuple, r: tuple) -> bool:
+        for op, i, j, c in checks:
+            if not op(l[i], r[j] + c if c else r[j]):
+                return False
+        return True
+
+    return check
+
+
+def compile_bounds(preds: list[Predicate], right_pos: dict[str, int]):
+    """For predicates ``s op r_var + c`` on one sort variable ``s``, a function of the probing
+    tuple ``r`` returning ``(lo, lo_inclusive, hi, hi_inclusive)`` (None = unbounded)."""
+    specs = [(p.op, right_pos[p.right], p.offset or 0) for p in preds]
+    if len(specs) == 1:
+        op, j, c = specs[0]
+        if op == "<":
+            return (lambda r: (None, False, r[j] + c, False)) if c else (lambda r: (None, False, r[j], False))
+        if op == "<=":
+            return (lambda r: (None, False, r[j] + c, True)) if c else (lambda r: (None, False, r[j], True))
+        if op == ">":
+            return (lambda r: (r[j] + c, False, None, False)) if c else (lambda r: (r[j], False, None, False))
+        if op == ">=":
+            return (lambda r: (r[j] + c, True, None, False)) if c else (lambda r: (r[j], True, None, False))
+        return (lambda r: (r[j] + c, True, r[j] + c, True)) if c else (lambda r: (r[j], True, r[j], True))
+
+    def bounds(r: tuple):
+        lo = hi = None
+        li = hii = False
+        for op, j, c in specs:
+            v = r[j] + c if c else r[j]
+            if op in ("<", "<=", "="):
+                incl = op != "<"
+                if hi is None or v < hi or (v == hi and not incl):
+                    hi, hii = v, incl
+            if op in (">", ">=", "="):
+                incl = op != ">"
+                if lo is None or v > lo or (v == lo and not incl):
+                    lo, li = v, incl
+        return lo, li, hi, hii
+
+    return bounds
+
+
+def key_expr(var_names: list[str], pos: dict[str, int], tvar: str) -> str:
+    """Python source for the hash key of ``var_names`` read from tuple variable ``tvar``."""
+    if not var_names:
+        return "()"
+    if len(var_names) == 1:
+        return f"{tvar}[{pos[var_names[0]]}]"
+    return "(" + ", ".join(f"{tvar}[{pos[v]}]" for v in var_names) + ")"
+
+
+def key_fn(var_names: list[str], pos: dict[str, int]) -> Callable[[tuple], Any]:
+    """The hash key of ``var_names``: ``()``, a scalar, or a tuple (same shape as :func:`key_expr`)."""
+    if not var_names:
+        return lambda t: ()
+    if len(var_names) == 1:
+        return operator.itemgetter(pos[var_names[0]])
+    return operator.itemgetter(*(pos[v] for v in var_names))
+
+
+def projector(var_names: list[str], pos: dict[str, int]) -> Callable[[tuple], tuple]:
+    """Project a tuple onto ``var_names`` (always returns a tuple)."""
+    idx = [pos[v] for v in var_names]
+    if not idx:
+        return lambda t: ()
+    if len(idx) == 1:
+        i = idx[0]
+        return lambda t: (t[i],)
+    return operator.itemgetter(*idx)

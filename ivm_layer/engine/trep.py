@@ -1,0 +1,383 @@
+"""The (T, N)-representation (paper 000 Def. 8) and its maintenance and enumeration.
+
+* ``ρ_n`` of every node is kept only as the indexes that read it: ``P_n`` (enumeration,
+  nodes in N) and ``S_n`` (update propagation, nodes with a sibling); identical specs are
+  shared. The root keeps its single count, which is the view's total multiplicity.
+* Updates (Algorithm 2): a leaf delta is propagated bottom-up; at a node with a sibling
+  the parent delta is ``π(ρ_sibling ⋈ Δ)`` computed through the sibling's index — a range
+  sum when the updated child is the guard (Thm. 2), a range scan otherwise; propagation
+  stops as soon as a delta is empty.
+* Enumeration (Algorithm 1) and delta enumeration (000 §7, push mode) are nested loops over
+  N, generated as Python source per plan so that the hot loop has no interpretation overhead.
+  Delta enumeration reads the recorded deltas on the updated leaf's path and ``ρ`` elsewhere.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any, Callable, Iterator
+
+from ..errors import ConcurrentModificationError
+from ..planner import Plan
+from ..planner.gjt import Node
+from ..query import Predicate
+from .index import Index
+from .predicates import compile_bounds, compile_cross_check, compile_filter, key_expr, key_fn, projector
+
+
+class RNode:
+    """Runtime data of one GJT node."""
+
+    __slots__ = ("node", "id", "vars", "pos", "parent", "children", "sibling", "in_n", "frontier",
+                 "is_guard", "filter", "indexes", "up", "p_index", "p_key_vars", "p_bounds",
+                 "p_resid", "p_check", "atom")
+
+    def __init__(self, node: Node, order: list[str]):
+        self.node = node
+        self.id = node.id
+        self.vars = order
+        self.pos = {v: i for i, v in enumerate(order)}
+        self.parent: RNode | None = None
+        self.children: list[RNode] = []
+        self.sibling: RNode | None = None
+        self.in_n = False
+        self.frontier = False
+        self.is_guard = False
+        self.filter: Callable[[tuple], bool] | None = None
+        self.indexes: list[Index] = []
+        self.up: Callable[[dict], dict] | None = None
+        self.p_index: Index | None = None  # P_n for enumeration
+        self.p_key_vars: list[str] = []
+        self.p_bounds = None  # f(parent tuple) -> (lo, li, hi, hii) for ordered P_n
+        self.p_resid = None  # f(own tuple, parent tuple) -> bool, predicates not covered by the order
+        self.p_check = None  # f(own tuple, parent tuple) -> bool, all edge predicates (delta enum)
+        self.atom: int | None = node.atom
+
+
+def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
+    """Edge predicates of ``parent -> child`` written as ``child_var op parent_var + c``."""
+    out = []
+    for p in child.preds:
+        if p.left in child.vars and p.right in parent.vars:
+            out.append(p)
+        else:
+            out.append(p.flipped())
+    return out
+
+
+def _flip_all(preds: list[Predicate]) -> list[Predicate]:
+    return [p.flipped() for p in preds]
+
+
+def _split_on_sort_var(preds: list[Predicate]) -> tuple[str | None, list[Predicate], list[Predicate]]:
+    """Choose the left variable used by most predicates as the order; the rest are residual."""
+    if not preds:
+        return None, [], []
+    counts = Counter(p.left for p in preds)
+    sort_var = max(counts, key=lambda v: (counts[v], -sorted(counts).index(v)))
+    on = [p for p in preds if p.left == sort_var]
+    rest = [p for p in preds if p.left != sort_var]
+    return sort_var, on, rest
+
+
+class TRep:
+    """A (T, N)-representation of the database for one plan."""
+
+    def __init__(self, plan: Plan):
+        self.plan = plan
+        self.count = 0  # ρ_root(()) = total multiplicity of the view
+        self.version = 0
+        self._index_by_spec: dict[tuple, Index] = {}
+        self.nodes: dict[int, RNode] = {}
+        self.root = self._build(plan.root, None)
+        self.leaves: dict[int, RNode] = {r.atom: r for r in self.nodes.values() if r.atom is not None}
+        for r in self.nodes.values():
+            r.in_n = r.id in plan.in_n
+        for r in self.nodes.values():
+            r.frontier = r.in_n and not any(c.in_n for c in r.children)
+        for r in self.nodes.values():
+            self._wire(r)
+        self.out_vars = list(plan.gcq.output)
+        self._enum_source: dict[Any, str] = {}
+        self._enum_cache: dict[Any, Callable] = {}
+
+    # -- construction -----------------------------------------------------------------
+    def _build(self, node: Node, parent: RNode | None) -> RNode:
+        if node.is_leaf:
+            order = list(dict.fromkeys(v for v in self.plan.gcq.atoms[node.atom].vars if v is not None))
+        else:
+            order = sorted(node.vars)
+        r = RNode(node, order)
+        r.parent = parent
+        r.filter = compile_filter(node.filters, r.pos)
+        self.nodes[r.id] = r
+        for c in node.children:
+            r.children.append(self._build(c, r))
+        if len(r.children) == 2:
+            a, b = r.children
+            a.sibling, b.sibling = b, a
+        for c in r.children:
+            c.is_guard = node.vars <= c.node.vars
+        return r
+
+    def _index(self, owner: RNode, key_vars: list[str], content_of: RNode | None, sort_var: str | None) -> Index:
+        spec = (owner.id, tuple(key_vars), content_of.id if content_of else None, sort_var)
+        idx = self._index_by_spec.get(spec)
+        if idx is not None:
+            return idx
+        kf = key_fn(key_vars, owner.pos)
+        if content_of is None:
+            content, cfilter, cpos = None, None, owner.pos
+        else:
+            content, cfilter, cpos = projector(content_of.vars, owner.pos), content_of.filter, content_of.pos
+        sort_pos = cpos[sort_var] if sort_var is not None else None
+        idx = Index(kf, content, cfilter, sort_pos, spec)
+        self._index_by_spec[spec] = idx
+        owner.indexes.append(idx)
+        return idx
+
+    def _wire(self, n: RNode) -> None:
+        """Create the indexes n's parent needs and n's propagation closure ``up``."""
+        p = n.parent
+        if p is None:
+            return
+        s = n.sibling
+        pfilter = p.filter
+        if s is None:
+            n.up = _make_project(projector(p.vars, n.pos), pfilter)
+        elif n.is_guard:
+            # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
+            key_vars = sorted(s.node.vars & n.node.vars)
+            cross = _oriented_cross(s.node, p.node) if not s.is_guard else []
+            sort_var, on, rest = _split_on_sort_var(cross)
+            idx = self._index(s, key_vars, None, sort_var)
+            n.up = _make_guard_up(
+                idx, key_fn(key_vars, n.pos), projector(p.vars, n.pos), pfilter,
+                compile_bounds(on, n.pos) if on else None,
+                compile_cross_check(rest, s.pos, n.pos),
+            )
+        else:
+            # Case C: s guards p. Probe S_s holding π_var(p) ρ_s, ordered on the parent-side variable.
+            key_vars = sorted(s.node.vars & n.node.vars)
+            cross = _flip_all(_oriented_cross(n.node, p.node))  # parent_var op n_var + c
+            sort_var, on, rest = _split_on_sort_var(cross)
+            idx = self._index(s, key_vars, p, sort_var)
+            n.up = _make_nonguard_up(
+                idx, key_fn(key_vars, n.pos),
+                compile_bounds(on, n.pos) if on else None,
+                compile_cross_check(rest, p.pos, n.pos),
+            )
+        if n.in_n:
+            key_vars = sorted(n.node.vars & p.node.vars)
+            cross = _oriented_cross(n.node, p.node)  # n_var op parent_var + c
+            sort_var, on, rest = _split_on_sort_var(cross)
+            n.p_index = self._index(n, key_vars, None, sort_var)
+            n.p_key_vars = key_vars
+            n.p_bounds = compile_bounds(on, p.pos) if on else None
+            n.p_resid = compile_cross_check(rest, n.pos, p.pos)
+            n.p_check = compile_cross_check(cross, n.pos, p.pos)
+
+    # -- updates ----------------------------------------------------------------------
+    def propagate(self, atom: int, delta: dict[tuple, int], record: dict[int, dict] | None = None) -> bool:
+        """Algorithm 2 for one leaf. Returns True if the change reached the root.
+
+        With ``record``, the deltas of nodes in N are stored there for delta enumeration.
+        """
+        self.version += 1
+        n = self.leaves[atom]
+        while True:
+            for idx in n.indexes:
+                idx.apply(delta)
+            if record is not None and n.in_n:
+                record[n.id] = delta
+            up = n.up
+            if up is None:  # the root
+                self.count += delta.get((), 0)
+                return True
+            delta = up(delta)
+            if not delta:
+                return False
+            n = n.parent
+
+    # -- enumeration ------------------------------------------------------------------
+    def enumerate(self) -> Iterator[tuple[tuple, int]]:
+        """Algorithm 1: yield ``(row over the output columns, multiplicity)``."""
+        fn = self._enum_fn(None)
+        return fn(self, None)
+
+    def delta_rows(self, atom: int, record: dict[int, dict]) -> Iterator[tuple[tuple, int]]:
+        """Delta enumeration after :meth:`propagate` of ``atom`` with ``record``."""
+        dgroups: dict[int, dict] = {}
+        for nid, delta in record.items():
+            r = self.nodes[nid]
+            if r.parent is None:
+                continue
+            kf = key_fn(r.p_key_vars, r.pos)
+            groups: dict[Any, list] = {}
+            for t, d in delta.items():
+                k = kf(t)
+                lst = groups.get(k)
+                if lst is None:
+                    groups[k] = [(t, d)]
+                else:
+                    lst.append((t, d))
+            dgroups[nid] = groups
+        fn = self._enum_fn(atom)
+        return fn(self, dgroups)
+
+    def _enum_fn(self, atom: int | None) -> Callable:
+        fn = self._enum_cache.get(atom)
+        if fn is None:
+            src, ns = self._gen_enum(atom)
+            exec(compile(src, f"<ivm enumeration {'full' if atom is None else 'delta'} {atom}>", "exec"), ns)
+            fn = self._enum_cache[atom] = ns["_enum"]
+            self._enum_source[atom] = src
+        return fn
+
+    def _gen_enum(self, atom: int | None) -> tuple[str, dict]:
+        """Generate the nested loops of Algorithm 1 over N (pre-order), as Python source."""
+        path: set[int] = set()
+        if atom is not None:
+            n = self.leaves[atom]
+            while n is not None:
+                if n.in_n:
+                    path.add(n.id)
+                n = n.parent
+        order: list[RNode] = []
+
+        def pre(r: RNode) -> None:
+            order.append(r)
+            for c in r.children:
+                if c.in_n:
+                    pre(c)
+
+        pre(self.root)
+        ns: dict[str, Any] = {"ConcurrentModificationError": ConcurrentModificationError}
+        lines = ["def _enum(trep, dg):"]
+        ind = "    "
+        if atom is None:
+            lines.append(f"{ind}v0 = trep.version")
+            lines.append(f"{ind}if not trep.count: return")
+        lines.append(f"{ind}t{self.root.id} = ()")
+        for r in order[1:]:
+            p = r.parent
+            tp, tr = f"t{p.id}", f"t{r.id}"
+            key = key_expr(r.p_key_vars, p.pos, tp)
+            if r.id in path:
+                ns[f"C{r.id}"] = r.p_check
+                lines.append(f"{ind}for {tr}, m{r.id} in dg[{r.id}].get({key}, ()):")
+                ind += "    "
+                if r.p_check is not None:
+                    lines.append(f"{ind}if not C{r.id}({tr}, {tp}): continue")
+            else:
+                ns[f"P{r.id}"] = r.p_index.groups
+                lines.append(f"{ind}g{r.id} = P{r.id}.get({key})")
+                lines.append(f"{ind}if g{r.id} is not None:")
+                ind += "    "
+                if r.p_bounds is not None:
+                    ns[f"B{r.id}"] = r.p_bounds
+                    it = f"g{r.id}.irange(*B{r.id}({tp}))"
+                else:
+                    it = f"g{r.id}.items.items()"
+                lines.append(f"{ind}for {tr}, m{r.id} in {it}:")
+                ind += "    "
+                if r.p_resid is not None:
+                    ns[f"R{r.id}"] = r.p_resid
+                    lines.append(f"{ind}if not R{r.id}({tr}, {tp}): continue")
+        frontier = [r for r in order if r.frontier]
+        # bind every output variable from the first node in pre-order that holds it
+        outs = []
+        for v in self.out_vars:
+            holder = next(r for r in order if v in r.pos)
+            outs.append(f"t{holder.id}[{holder.pos[v]}]")
+        row = "(" + "".join(o + ", " for o in outs) + ")"
+        mult = " * ".join(f"m{r.id}" for r in frontier) or "1"
+        if atom is None:
+            lines.append(f"{ind}yield {row}, {mult}")
+            lines.append(f"{ind}if trep.version != v0:")
+            lines.append(f"{ind}    raise ConcurrentModificationError("
+                         "'the view was updated while this enumeration was open; "
+                         "finish (or discard) the iteration before updating, or take list(view.rows()) first')")
+        else:
+            lines.append(f"{ind}m = {mult}")
+            lines.append(f"{ind}if m: yield {row}, m")
+        return "\n".join(lines) + "\n", ns
+
+    # -- introspection ------------------------------------------------------------------
+    def size(self) -> int:
+        """Number of index entries (tuples) held: the representation's size, linear in the input."""
+        return sum(idx.size() for idx in self._index_by_spec.values())
+
+
+def _make_project(proj, pfilter):
+    if pfilter is None:
+        def up(delta):
+            out = {}
+            get = out.get
+            for t, d in delta.items():
+                pt = proj(t)
+                out[pt] = get(pt, 0) + d
+            return out
+    else:
+        def up(delta):
+            out = {}
+            get = out.get
+            for t, d in delta.items():
+                pt = proj(t)
+                if pfilter(pt):
+                    out[pt] = get(pt, 0) + d
+            return out
+    return up
+
+
+def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
+    """Δp[π t] += Δn(t) · Σ{ρ_s(u) : u in t's group, θ(u, t)} — a range sum (Thm. 2)."""
+    groups = idx.groups
+
+    def up(delta):
+        out = {}
+        for t, d in delta.items():
+            g = groups.get(key(t))
+            if g is None:
+                continue
+            if resid is not None:
+                it = g.irange(*bounds(t)) if bounds is not None else g.items.items()
+                s = 0
+                for u, m in it:
+                    if resid(u, t):
+                        s += m
+            elif bounds is not None:
+                s = g.range_sum(*bounds(t))
+            else:
+                s = g.total
+            if s:
+                pt = proj(t)
+                if pfilter is None or pfilter(pt):
+                    out[pt] = out.get(pt, 0) + d * s
+        return out
+
+    return up
+
+
+def _make_nonguard_up(idx: Index, key, bounds, resid):
+    """Δp[u] += Δn(t) · ρ(u) for every parent-projected sibling tuple u matching t."""
+    groups = idx.groups
+
+    def up(delta):
+        out = {}
+        get = out.get
+        for t, d in delta.items():
+            g = groups.get(key(t))
+            if g is None:
+                continue
+            it = g.irange(*bounds(t)) if bounds is not None else g.items.items()
+            if resid is None:
+                for u, m in it:
+                    out[u] = get(u, 0) + d * m
+            else:
+                for u, m in it:
+                    if resid(u, t):
+                        out[u] = get(u, 0) + d * m
+        return out
+
+    return up

@@ -1,0 +1,151 @@
+"""The query model: generalized conjunctive queries (GCQs) over GMRs (paper 000 §2).
+
+A GCQ is ``π_out(r1(x1) ⋈ … ⋈ rn(xn) | θ1 ∧ … ∧ θm)``. Equality joins are expressed by
+shared variables; every other comparison is a :class:`Predicate`. Variables are plain
+strings. An atom maps each column of its table to a variable, or to ``None`` when the
+query never references that column.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from .errors import IVMError
+
+#: Comparison operators supported in predicates, with the operator obtained by swapping sides.
+FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+
+
+@dataclass(frozen=True)
+class Atom:
+    """One occurrence of a relation in the query (self-joins give several atoms)."""
+
+    relation: str
+    alias: str
+    vars: tuple[str | None, ...]  # one entry per table column
+
+    @property
+    def varset(self) -> frozenset[str]:
+        return frozenset(v for v in self.vars if v is not None)
+
+
+@dataclass(frozen=True)
+class Predicate:
+    """``left op right + offset``; with ``right is None`` it is ``left op offset`` (a constant filter)."""
+
+    left: str
+    op: str
+    right: str | None
+    offset: Any = 0
+
+    @property
+    def vars(self) -> frozenset[str]:
+        return frozenset((self.left,) if self.right is None else (self.left, self.right))
+
+    def flipped(self) -> "Predicate":
+        """The same predicate written with the sides swapped: ``right op' left - offset``."""
+        if self.right is None:
+            raise ValueError("a constant filter has no right-hand variable")
+        off = self.offset
+        return Predicate(self.right, FLIP[self.op], self.left, (-off) if off else 0)
+
+    def oriented(self, left: str) -> "Predicate":
+        """This predicate written with ``left`` on the left-hand side."""
+        return self if self.left == left else self.flipped()
+
+    def __str__(self) -> str:
+        if self.right is None:
+            return f"{self.left} {self.op} {self.offset!r}"
+        off = self.offset
+        if not off:
+            return f"{self.left} {self.op} {self.right}"
+        sign = "-" if _is_negative(off) else "+"
+        return f"{self.left} {self.op} {self.right} {sign} {abs(off)}"
+
+
+def _is_negative(value: Any) -> bool:
+    try:
+        return value < 0
+    except TypeError:
+        try:
+            return value < type(value)()
+        except Exception:  # noqa: BLE001 - unknown offset type: print as is
+            return False
+
+
+@dataclass
+class GCQ:
+    """A generalized conjunctive query with a bag (multiset) semantics.
+
+    ``output`` lists one variable per output column (a variable may appear more than
+    once); ``columns`` are the output column names.
+    """
+
+    atoms: list[Atom]
+    predicates: list[Predicate]
+    output: list[str]
+    columns: list[str]
+    schema: dict[str, list[str]] = field(default_factory=dict)
+
+    @property
+    def out(self) -> frozenset[str]:
+        return frozenset(self.output)
+
+    @property
+    def variables(self) -> frozenset[str]:
+        out: set[str] = set()
+        for a in self.atoms:
+            out |= a.varset
+        return frozenset(out)
+
+    def validate(self) -> None:
+        """Check the internal consistency of the query (variables used exist in some atom)."""
+        allv = self.variables
+        for v in self.output:
+            if v not in allv:
+                raise IVMError(f"output variable {v!r} occurs in no atom")
+        for p in self.predicates:
+            missing = p.vars - allv
+            if missing:
+                raise IVMError(f"predicate {p} uses unknown variables {sorted(missing)}")
+
+    def __str__(self) -> str:
+        body = " ⋈ ".join(
+            f"{a.relation}({', '.join(v or '_' for v in a.vars)})" for a in self.atoms
+        )
+        preds = " ∧ ".join(str(p) for p in self.predicates)
+        outs = ", ".join(self.output)
+        return f"π[{outs}]({body}{' | ' + preds if preds else ''})"
+
+
+def normalize_schema(schema: dict) -> dict[str, list[str]]:
+    """Accept ``{table: [cols]}`` or ``{table: {col: type}}`` and return ``{table: [cols]}`` (lower-case)."""
+    if not isinstance(schema, dict) or not schema:
+        raise IVMError("schema must be a non-empty dict {table: [columns]} or {table: {column: type}}")
+    out: dict[str, list[str]] = {}
+    for table, cols in schema.items():
+        if isinstance(cols, dict):
+            names = list(cols.keys())
+        elif isinstance(cols, (list, tuple)):
+            names = list(cols)
+        else:
+            raise IVMError(f"schema of table {table!r} must be a list of column names or a dict of column types")
+        if not names:
+            raise IVMError(f"table {table!r} has no columns")
+        lowered = [str(c).lower() for c in names]
+        if len(set(lowered)) != len(lowered):
+            raise IVMError(f"table {table!r} has duplicate column names")
+        out[str(table).lower()] = lowered
+    return out
+
+
+def schema_types(schema: dict) -> dict[str, dict[str, str]]:
+    """Column types from a ``{table: {col: type}}`` schema (empty dicts when only names were given)."""
+    out: dict[str, dict[str, str]] = {}
+    for table, cols in schema.items():
+        if isinstance(cols, dict):
+            out[str(table).lower()] = {str(c).lower(): str(t) for c, t in cols.items()}
+        else:
+            out[str(table).lower()] = {}
+    return out

@@ -1,0 +1,336 @@
+"""Translate the select–from–where subset of SQL into a :class:`~ivm_layer.query.GCQ`.
+
+Supported: ``SELECT`` of columns, ``t.*`` or ``*`` (with column aliases); ``FROM`` lists and
+``[INNER|CROSS] JOIN … ON``; table aliases including self-joins; ``WHERE``/``ON``
+conjunctions of ``=, <, <=, >, >=`` between columns, ``column ± constant`` and constants.
+Equalities between columns become shared variables (union–find); every other comparison
+becomes a :class:`~ivm_layer.query.Predicate`. Anything else raises
+:class:`~ivm_layer.errors.UnsupportedSQLError` naming the construct and its position.
+"""
+
+from __future__ import annotations
+
+from decimal import Decimal
+from typing import Any
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import ParseError
+
+from ..errors import SQLError, UnsupportedSQLError
+from ..query import FLIP, GCQ, Atom, Predicate, normalize_schema
+
+_OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint"}
+
+
+def _position(node: exp.Expression | None) -> str:
+    """'line L, column C' of the first token under ``node``, when sqlglot recorded it."""
+    if node is None:
+        return ""
+    for sub in node.walk():
+        meta = getattr(sub, "meta", None) or {}
+        if "line" in meta and "col" in meta:
+            return f" at line {meta['line']}, column {meta['col']}"
+    return ""
+
+
+def _unsupported(what: str, node: exp.Expression | None) -> UnsupportedSQLError:
+    text = node.sql() if node is not None else ""
+    snippet = f" ({text[:80]})" if text else ""
+    return UnsupportedSQLError(f"unsupported in incremental views: {what}{snippet}{_position(node)}")
+
+
+class _UnionFind:
+    def __init__(self) -> None:
+        self.parent: dict[str, str] = {}
+
+    def find(self, x: str) -> str:
+        self.parent.setdefault(x, x)
+        root = x
+        while self.parent[root] != root:
+            root = self.parent[root]
+        while self.parent[x] != root:
+            self.parent[x], x = root, self.parent[x]
+        return root
+
+    def union(self, a: str, b: str) -> None:
+        ra, rb = self.find(a), self.find(b)
+        if ra != rb:
+            # Keep the lexicographically smaller name as representative: stable variable names.
+            if rb < ra:
+                ra, rb = rb, ra
+            self.parent[rb] = ra
+
+
+class _Side:
+    """One side of a comparison: ``column + offset`` or a constant (``column is None``)."""
+
+    __slots__ = ("column", "offset")
+
+    def __init__(self, column: str | None, offset: Any) -> None:
+        self.column = column
+        self.offset = offset
+
+
+def parse_select(sql: str, dialect: str = "duckdb") -> exp.Select:
+    """Parse ``sql`` and return its ``SELECT`` expression, or raise :class:`SQLError`."""
+    try:
+        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+    except ParseError as e:
+        raise SQLError(f"cannot parse SQL: {e}") from None
+    if len(statements) != 1:
+        raise SQLError(f"expected exactly one SELECT statement, got {len(statements)}")
+    stmt = statements[0]
+    if not isinstance(stmt, exp.Select):
+        raise _unsupported(f"{type(stmt).__name__.upper()} statement (expected SELECT)", stmt)
+    return stmt
+
+
+def translate_select(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ:
+    """Translate a select–from–where query into a GCQ over ``schema``."""
+    tables = normalize_schema(schema)
+    select = parse_select(sql, dialect)
+    return _Translator(select, tables).run()
+
+
+class _Translator:
+    def __init__(self, select: exp.Select, tables: dict[str, list[str]]) -> None:
+        self.select = select
+        self.tables = tables
+        self.aliases: dict[str, str] = {}  # alias -> table
+        self.alias_order: list[str] = []
+        self.uf = _UnionFind()
+        self.referenced: set[str] = set()  # "alias.col"
+        self.comparisons: list[tuple[_Side, str, _Side, exp.Expression]] = []
+
+    # -- FROM ---------------------------------------------------------------------------
+    def run(self) -> GCQ:
+        sel = self.select
+        for key, value in sel.args.items():
+            if value in (None, [], False):
+                continue
+            if key not in _ALLOWED_SELECT_ARGS:
+                node = value if isinstance(value, exp.Expression) else None
+                raise _unsupported(f"{key.upper()} clause (not yet supported by the engine)", node)
+        if sel.args.get("kind"):
+            raise _unsupported(f"SELECT {sel.args['kind']}", sel)
+        from_ = sel.args.get("from_") or sel.args.get("from")
+        if from_ is None:
+            raise SQLError("an incremental view needs a FROM clause")
+        self._add_table(from_.this)
+        conditions: list[exp.Expression] = []
+        for join in sel.args.get("joins") or []:
+            side = (join.side or "").upper()
+            kind = (join.kind or "").upper()
+            if side:
+                raise _unsupported(f"{side} OUTER JOIN", join)
+            if kind not in ("", "INNER", "CROSS"):
+                raise _unsupported(f"{kind} JOIN", join)
+            if join.args.get("using"):
+                raise _unsupported("JOIN … USING (not yet supported by the engine)", join)
+            self._add_table(join.this)
+            if join.args.get("on") is not None:
+                conditions.append(join.args["on"])
+        where = sel.args.get("where")
+        if where is not None:
+            conditions.append(where.this)
+        for cond in conditions:
+            for conj in _conjuncts(cond):
+                self._add_comparison(conj)
+        outputs = self._outputs()
+        return self._build(outputs)
+
+    def _add_table(self, node: exp.Expression) -> None:
+        if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
+            raise _unsupported("FROM item that is not a plain table (subqueries, functions)", node)
+        if node.args.get("db") or node.args.get("catalog"):
+            name = node.sql().lower()
+        else:
+            name = node.name.lower()
+        if name not in self.tables:
+            raise SQLError(f"unknown table {node.name!r}{_position(node)}; known: {', '.join(sorted(self.tables))}")
+        alias = (node.alias or node.name).lower()
+        if alias in self.aliases:
+            raise SQLError(f"duplicate table alias {alias!r}{_position(node)}: give each occurrence its own alias")
+        self.aliases[alias] = name
+        self.alias_order.append(alias)
+
+    # -- columns ------------------------------------------------------------------------
+    def _column(self, col: exp.Column) -> str:
+        name = col.name.lower()
+        qual = col.table.lower() if col.table else None
+        if col.args.get("db") or col.args.get("catalog"):
+            raise _unsupported("schema-qualified column", col)
+        if qual is not None:
+            if qual not in self.aliases:
+                raise SQLError(f"unknown table or alias {col.table!r}{_position(col)}")
+            if name not in self.tables[self.aliases[qual]]:
+                raise SQLError(f"table {self.aliases[qual]!r} (alias {qual!r}) has no column {col.name!r}{_position(col)}")
+            key = f"{qual}.{name}"
+        else:
+            owners = [a for a in self.alias_order if name in self.tables[self.aliases[a]]]
+            if not owners:
+                raise SQLError(f"unknown column {col.name!r}{_position(col)}")
+            if len(owners) > 1:
+                raise SQLError(f"column {col.name!r} is ambiguous{_position(col)}: qualify it with one of {', '.join(owners)}")
+            key = f"{owners[0]}.{name}"
+        self.referenced.add(key)
+        self.uf.find(key)
+        return key
+
+    # -- WHERE / ON ---------------------------------------------------------------------
+    def _side(self, node: exp.Expression) -> _Side:
+        node = _strip_parens(node)
+        if isinstance(node, exp.Column):
+            if isinstance(node.this, exp.Star):
+                raise _unsupported("star in a comparison", node)
+            return _Side(self._column(node), 0)
+        const = _constant(node)
+        if const is not _NOT_CONST:
+            return _Side(None, const)
+        if isinstance(node, (exp.Add, exp.Sub)):
+            left, right = self._side(node.this), self._side(node.expression)
+            sign = 1 if isinstance(node, exp.Add) else -1
+            if right.column is None and left.column is not None:
+                return _Side(left.column, _add(left.offset, right.offset, sign, node))
+            if left.column is None and right.column is not None and sign == 1:
+                return _Side(right.column, _add(right.offset, left.offset, 1, node))
+            if left.column is None and right.column is None:
+                return _Side(None, _add(left.offset, right.offset, sign, node))
+        raise _unsupported("expression in a comparison (only column ± constant and constants)", node)
+
+    def _add_comparison(self, node: exp.Expression) -> None:
+        node = _strip_parens(node)
+        op = _OPS.get(type(node))
+        if op is None:
+            if isinstance(node, exp.Or):
+                raise _unsupported("OR in WHERE/ON (only conjunctions of comparisons)", node)
+            if isinstance(node, exp.NEQ):
+                raise _unsupported("<> / != comparison (not yet supported by the engine)", node)
+            raise _unsupported(f"{type(node).__name__} condition (only =, <, <=, >, >= comparisons)", node)
+        left, right = self._side(node.this), self._side(node.expression)
+        if left.column is None and right.column is None:
+            raise _unsupported("comparison between two constants", node)
+        if left.column is None:  # constant op column  ->  column op' constant
+            left, right, op = right, left, FLIP[op]
+        if right.column is not None and op == "=" and not _nonzero(left.offset) and not _nonzero(right.offset):
+            self.uf.union(left.column, right.column)
+            return
+        self.comparisons.append((left, op, right, node))
+
+    # -- SELECT -------------------------------------------------------------------------
+    def _outputs(self) -> list[tuple[str, str]]:
+        outs: list[tuple[str, str]] = []
+        for item in self.select.expressions:
+            name = None
+            node = item
+            if isinstance(item, exp.Alias):
+                name = item.alias
+                node = item.this
+            if isinstance(node, exp.Star):
+                for alias in self.alias_order:
+                    for c in self.tables[self.aliases[alias]]:
+                        outs.append((c, self._column(exp.column(c, alias))))
+                continue
+            if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+                alias = node.table.lower()
+                if alias not in self.aliases:
+                    raise SQLError(f"unknown table or alias {node.table!r}{_position(node)}")
+                for c in self.tables[self.aliases[alias]]:
+                    outs.append((c, self._column(exp.column(c, alias))))
+                continue
+            if isinstance(node, exp.Column):
+                key = self._column(node)
+                outs.append((name or node.name.lower(), key))
+                continue
+            raise _unsupported("SELECT item that is not a column (expressions arrive with the full SQL front-end)", node)
+        if not outs:
+            raise SQLError("empty SELECT list")
+        return outs
+
+    # -- build the GCQ ------------------------------------------------------------------
+    def _build(self, outputs: list[tuple[str, str]]) -> GCQ:
+        find = self.uf.find
+        atoms = []
+        for alias in self.alias_order:
+            table = self.aliases[alias]
+            vars_ = tuple(
+                find(f"{alias}.{c}") if f"{alias}.{c}" in self.referenced else None
+                for c in self.tables[table]
+            )
+            atoms.append(Atom(table, alias, vars_))
+        preds: list[Predicate] = []
+        for left, op, right, _node in self.comparisons:
+            if right.column is None:
+                preds.append(Predicate(find(left.column), op, None, _sub(right.offset, left.offset)))
+            else:
+                offset = _sub(right.offset, left.offset)
+                preds.append(Predicate(find(left.column), op, find(right.column), offset))
+        gcq = GCQ(
+            atoms=atoms,
+            predicates=preds,
+            output=[find(key) for _, key in outputs],
+            columns=[name for name, _ in outputs],
+            schema={t: list(cols) for t, cols in self.tables.items()},
+        )
+        gcq.validate()
+        return gcq
+
+
+_NOT_CONST = object()
+
+
+def _strip_parens(node: exp.Expression) -> exp.Expression:
+    while isinstance(node, exp.Paren):
+        node = node.this
+    return node
+
+
+def _conjuncts(node: exp.Expression):
+    node = _strip_parens(node)
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
+
+
+def _constant(node: exp.Expression) -> Any:
+    node = _strip_parens(node)
+    if isinstance(node, exp.Neg):
+        inner = _constant(node.this)
+        if inner is _NOT_CONST or isinstance(inner, str):
+            return _NOT_CONST
+        return -inner
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return node.this
+        text = node.this
+        try:
+            return int(text)
+        except ValueError:
+            d = Decimal(text)
+            return int(d) if d == d.to_integral_value() else float(d)
+    if isinstance(node, exp.Boolean):
+        return bool(node.this)
+    if isinstance(node, exp.Null):
+        return None
+    return _NOT_CONST
+
+
+def _nonzero(value: Any) -> bool:
+    return bool(value) if not isinstance(value, str) else True
+
+
+def _add(a: Any, b: Any, sign: int, node: exp.Expression) -> Any:
+    if isinstance(a, str) or isinstance(b, str) or a is None or b is None:
+        raise _unsupported("arithmetic on a string or NULL constant", node)
+    return a + b if sign > 0 else a - b
+
+
+def _sub(a: Any, b: Any) -> Any:
+    """``a - b`` for offsets, where ``a`` may be a constant of any type and ``b`` a numeric offset."""
+    if not b:
+        return a
+    return a - b

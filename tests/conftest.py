@@ -1,0 +1,21 @@
+import os
+import sys
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+if _HERE not in sys.path:
+    sys.path.insert(0, _HERE)
+
+def pytest_terminal_summary(terminalreporter):
+    mod = sys.modules.get("test_differential")
+    stats = getattr(mod, "STATS", None)
+    if not stats or not stats.get("attempted"):
+        return
+    tr = terminalreporter
+    tr.section("differential IVM stats")
+    tr.write_line(
+        f"impl={stats['impl']} queries attempted={stats['attempted']} "
+        f"accepted={stats['accepted']} rejected={stats['rejected']} "
+        f"steps checked={stats['steps']} diff calls checked={stats['diffs']}"
+    )
+    for reason, n in sorted(stats["reasons"].items(), key=lambda kv: -kv[1])[:8]:
+        tr.write_line(f"  rejected x{n}: {reason}")
