@@ -42,7 +42,18 @@ QUICK = dict(sizes=[50, 500], budget=5.0, engine_budget=10.0, enum_cap=20_000,
              naive_max_rows=200_000, duckdb_max_work=1e9)
 
 
+TRACE_SLOWDOWN = 12  # tracemalloc makes allocation-heavy Python ~10x slower
+
+
 # --------------------------------------------------------------------------- helpers
+def _memory_wanted(cfg, n, rec):
+    """--quick measures memory at the smallest size only (tracemalloc is slow)."""
+    if cfg.get("quick") and n > min(cfg["sizes"]):
+        rec["memory_note"] = "not measured in --quick beyond the smallest size"
+        return False
+    return True
+
+
 def _now():
     return time.perf_counter()
 
@@ -131,7 +142,6 @@ def _measure_enum(rows_fn, cap):
         except (TypeError, ValueError):
             pass
     del lst
-    gc.collect()
     return enum, sum_k, distinct, unique
 
 
@@ -177,7 +187,6 @@ def _memory_pass(make_view, stream, budget, every, deadline_exc=()):
     finally:
         tracemalloc.stop()
     view = None  # noqa: F841
-    gc.collect()
     return round(peak / 2**20, 3), sizes, note
 
 
@@ -221,11 +230,10 @@ def run_engine(mod, w, stream, cfg, label="ivm"):
         return rec, None
     finally:
         view = None
-        gc.collect()
     trajectory = None
-    if cfg["memory"]:
-        if rec["stream_s"] * 4 > cfg["engine_budget"]:
-            rec["memory_note"] = "memory pass skipped (stream too slow)"
+    if cfg["memory"] and _memory_wanted(cfg, len(stream), rec):
+        if rec["stream_s"] * TRACE_SLOWDOWN > cfg["engine_budget"]:
+            rec["memory_note"] = "memory pass skipped (stream too slow under tracemalloc)"
         else:
             try:
                 rec["peak_mb"], trajectory, note = _memory_pass(
@@ -362,7 +370,6 @@ def run_duckdb(w, stream, cfg, trajectory=None):
             con.close()
         except Exception:  # noqa: BLE001
             pass
-        gc.collect()
     return rec
 
 
@@ -411,9 +418,8 @@ def run_naive(w, stream, cfg, label="naive"):
     rec["enum"] = enum
     rec["distinct_rows"] = distinct
     view = None  # noqa: F841
-    gc.collect()
-    if cfg["memory"]:
-        if secs * 4 > cfg["budget"]:
+    if cfg["memory"] and _memory_wanted(cfg, len(stream), rec):
+        if secs * TRACE_SLOWDOWN > cfg["budget"]:
             rec["memory_note"] = "memory pass skipped (stream too slow under tracemalloc)"
         else:
             rec["peak_mb"], _, note = _memory_pass(
@@ -515,6 +521,8 @@ def flatness(results, sizes):
                 continue
             ua = ra.get("us_per_update")
             ub = rb.get("us_per_update")
+            if ua is None and ub is None:
+                continue
             ent = {"workload": key[0], "system": key[1], "n": a, "n_big": b,
                    "us_per_update_n": ua, "us_per_update_big": ub,
                    "ratio": round(ub / ua, 3) if ua and ub else None}

@@ -138,7 +138,7 @@ def gen_query(
     atoms = [(f"{t}{i}", t) for i, t in enumerate(atom_tables)]
 
     preds: list[Pred] = []
-    eq_bias = rnd.choice((0.5, 0.75, 0.9, 1.0))
+    eq_bias = rnd.choice((0.3, 0.5, 0.75, 0.9, 1.0))
     # --- spanning forest (connected most of the time, cross products sometimes)
     connect_p = 1.0 if rnd.random() < 0.75 else 0.5
     for i in range(1, n_atoms):
@@ -149,9 +149,20 @@ def gen_query(
             if rnd.random() < 0.2:
                 preds.append(_between(rnd, atoms, schema, i, j, eq_bias))
     # --- extra between-atom predicates (frequently make the query cyclic)
-    for _ in range(rnd.choice((0, 0, 0, 0, 1, 1, 2))):
+    for _ in range(rnd.choice((0, 0, 0, 1, 1, 2))):
         i, j = rnd.sample(range(n_atoms), 2)
         preds.append(_between(rnd, atoms, schema, i, j, eq_bias))
+    # --- an implied equality (a.x = b.y AND b.y = c.z AND a.x = c.z): a cycle in
+    # the atom graph but still an acyclic hypergraph (one shared variable)
+    if rnd.random() < 0.2:
+        eqs = [p for p in preds if p.op == "=" and p.right is not None and p.offset == 0]
+        pairs = [
+            (p, q) for p in eqs for q in eqs
+            if p is not q and p.right == q.left and p.left[0] != q.right[0]
+        ]
+        if pairs:
+            p, q = rnd.choice(pairs)
+            preds.append(Pred(p.left, "=", q.right))
     # --- constant filters
     for _ in range(rnd.choice((0, 0, 1, 1, 2))):
         a, t = rnd.choice(atoms)

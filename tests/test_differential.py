@@ -538,7 +538,7 @@ if HAVE_HYPOTHESIS:
         return out
 
     @settings(
-        max_examples=int(os.environ.get("IVM_DIFF_HYP_EXAMPLES", "150")),
+        max_examples=int(os.environ.get("IVM_DIFF_HYP_EXAMPLES", "100")),
         derandomize=True,
         deadline=None,
         database=None,

@@ -24,7 +24,8 @@ iterating a range never visits a dead entry (this is what keeps enumeration dela
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Any, Iterator
+from itertools import chain
+from typing import Any, Iterable, Iterator
 
 _LOAD = 256
 
@@ -218,3 +219,38 @@ class OrderedGroup:
                 yield from buckets[v].items()
             ci += 1
             pos = 0
+
+    def buckets_in(self, lo, lo_incl: bool, hi, hi_incl: bool) -> Iterable[dict[tuple, int]]:
+        """The buckets (``{tuple: multiplicity}``) of the sort values in the range, ascending.
+
+        Lazy per chunk (at most 2·B values are sliced at a time) and iterated at C speed:
+        this is what enumeration loops over.
+        """
+        chunks = self._chunks
+        if not chunks:
+            return ()
+        maxes = self._maxes
+        if lo is None:
+            ci, pos = 0, 0
+        else:
+            ci = bisect_left(maxes, lo) if lo_incl else bisect_right(maxes, lo)
+            if ci == len(chunks):
+                return ()
+            c = chunks[ci]
+            pos = bisect_left(c, lo) if lo_incl else bisect_right(c, lo)
+        if hi is None:
+            cj, end = len(chunks) - 1, len(chunks[-1])
+        else:
+            cj = bisect_right(maxes, hi) if hi_incl else bisect_left(maxes, hi)
+            if cj == len(chunks):
+                cj, end = len(chunks) - 1, len(chunks[-1])
+            else:
+                c = chunks[cj]
+                end = bisect_right(c, hi) if hi_incl else bisect_left(c, hi)
+        if cj < ci or (cj == ci and end <= pos):
+            return ()
+        get = self.buckets.__getitem__
+        if ci == cj:
+            return map(get, chunks[ci][pos:end])
+        parts = [chunks[ci][pos:]] + [chunks[k] for k in range(ci + 1, cj)] + [chunks[cj][:end]]
+        return map(get, chain.from_iterable(parts))

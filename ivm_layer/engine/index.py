@@ -30,19 +30,19 @@ class Index:
         key = self.key
         content = self.content
         cfilter = self.content_filter
-        sort_pos = self.sort_pos
         for t, d in delta.items():
             if not d:
                 continue
-            c = t
             if content is not None:
                 c = content(t)
                 if cfilter is not None and not cfilter(c):
                     continue
+            else:
+                c = t
             k = key(t)
             g = groups.get(k)
             if g is None:
-                g = groups[k] = HashGroup() if sort_pos is None else OrderedGroup(sort_pos)
+                g = groups[k] = HashGroup() if self.sort_pos is None else OrderedGroup(self.sort_pos)
             g.add(c, d)
             if not g.total:
                 del groups[k]

@@ -20,8 +20,15 @@ from .predicates import compile_filter, projector
 _NUMERIC = (int, float, decimal.Decimal, fractions.Fraction)
 
 
+_KIND_BY_TYPE: dict[type, str] = {int: "number", float: "number", bool: "number",
+                                   decimal.Decimal: "number", str: "text"}
+
+
 def value_kind(v: Any) -> str:
     """The comparison domain of a value: values of different kinds cannot be ordered together."""
+    k = _KIND_BY_TYPE.get(type(v))
+    if k is not None:
+        return k
     if isinstance(v, _NUMERIC):  # bool is an int
         return "number"
     if isinstance(v, str):
@@ -84,11 +91,12 @@ class LeafExtractor:
     def check_kinds(self, t: tuple, pending: dict[str, str]) -> None:
         """Raise UpdateError if a compared value's kind differs from what the variable holds."""
         kinds = self.kinds
+        by_type = _KIND_BY_TYPE
         for i, v in self.ordered:
             x = t[i]
             if x is None:
                 continue
-            k = value_kind(x)
+            k = by_type.get(type(x)) or value_kind(x)
             want = kinds.get(v) or pending.get(v)
             if want is None:
                 pending[v] = k

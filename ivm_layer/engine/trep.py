@@ -26,17 +26,27 @@ from .predicates import compile_bounds, compile_cross_check, compile_filter, key
 
 
 class RNode:
-    """Runtime data of one GJT node."""
+    """Runtime data of one GJT node.
 
-    __slots__ = ("node", "id", "vars", "pos", "parent", "children", "sibling", "in_n", "frontier",
-                 "is_guard", "filter", "indexes", "up", "p_index", "p_key_vars", "p_bounds",
-                 "p_resid", "p_check", "atom")
+    ``form`` is the layout of the tuples this node's deltas and indexes carry and ``pos``
+    maps variables to positions in it. A *fused* node is a projection (single child): it
+    carries its child's tuples unchanged and reads its own variables through ``pos``, so a
+    chain leaf → projection costs no extra tuples, dicts or loop levels. Where distinct
+    projected tuples matter (the frontier's output, a sibling's probe) the index projects.
+    """
 
-    def __init__(self, node: Node, order: list[str]):
+    __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
+                 "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
+                 "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom")
+
+    def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
         self.id = node.id
-        self.vars = order
-        self.pos = {v: i for i, v in enumerate(order)}
+        self.form = form
+        self.pos = {v: i for i, v in enumerate(form)}
+        self.own = sorted(node.vars) if not node.is_leaf else list(form)
+        self.own_pos = {v: i for i, v in enumerate(self.own)}
+        self.fused = fused
         self.parent: RNode | None = None
         self.children: list[RNode] = []
         self.sibling: RNode | None = None
@@ -45,12 +55,14 @@ class RNode:
         self.is_guard = False
         self.filter: Callable[[tuple], bool] | None = None
         self.indexes: list[Index] = []
+        self.appliers: list = []  # bound Index.apply of self.indexes (hot path)
         self.up: Callable[[dict], dict] | None = None
         self.p_index: Index | None = None  # P_n for enumeration
         self.p_key_vars: list[str] = []
         self.p_bounds = None  # f(parent tuple) -> (lo, li, hi, hii) for ordered P_n
-        self.p_resid = None  # f(own tuple, parent tuple) -> bool, predicates not covered by the order
-        self.p_check = None  # f(own tuple, parent tuple) -> bool, all edge predicates (delta enum)
+        self.p_resid = None  # f(own tuple as enumerated, parent tuple): predicates not covered by the order
+        self.p_check = None  # f(delta-form tuple, parent tuple): all edge predicates (delta enumeration)
+        self.enum_pos: dict[str, int] = self.pos  # layout of the tuples full enumeration yields
         self.atom: int | None = node.atom
 
 
@@ -74,10 +86,14 @@ def _split_on_sort_var(preds: list[Predicate]) -> tuple[str | None, list[Predica
     if not preds:
         return None, [], []
     counts = Counter(p.left for p in preds)
-    sort_var = max(counts, key=lambda v: (counts[v], -sorted(counts).index(v)))
+    sort_var = min(counts, key=lambda v: (-counts[v], v))
     on = [p for p in preds if p.left == sort_var]
     rest = [p for p in preds if p.left != sort_var]
     return sort_var, on, rest
+
+
+def _identity(delta: dict) -> dict:
+    return delta
 
 
 class TRep:
@@ -89,7 +105,7 @@ class TRep:
         self.version = 0
         self._index_by_spec: dict[tuple, Index] = {}
         self.nodes: dict[int, RNode] = {}
-        self.root = self._build(plan.root, None)
+        self.root = self._build(plan.root, True)
         self.leaves: dict[int, RNode] = {r.atom: r for r in self.nodes.values() if r.atom is not None}
         for r in self.nodes.values():
             r.in_n = r.id in plan.in_n
@@ -97,41 +113,48 @@ class TRep:
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
         for r in self.nodes.values():
             self._wire(r)
+        for r in self.nodes.values():
+            r.appliers = [idx.apply for idx in r.indexes]
         self.out_vars = list(plan.gcq.output)
         self._enum_source: dict[Any, str] = {}
         self._enum_cache: dict[Any, Callable] = {}
 
     # -- construction -----------------------------------------------------------------
-    def _build(self, node: Node, parent: RNode | None) -> RNode:
+    def _build(self, node: Node, is_root: bool = False) -> RNode:
+        kids = [self._build(c) for c in node.children]
+        fused = len(kids) == 1 and node.children[0].vars > node.vars and not is_root
         if node.is_leaf:
-            order = list(dict.fromkeys(v for v in self.plan.gcq.atoms[node.atom].vars if v is not None))
+            form = list(dict.fromkeys(v for v in self.plan.gcq.atoms[node.atom].vars if v is not None))
+        elif fused:
+            form = kids[0].form
         else:
-            order = sorted(node.vars)
-        r = RNode(node, order)
-        r.parent = parent
-        r.filter = compile_filter(node.filters, r.pos)
+            form = sorted(node.vars)
+        r = RNode(node, form, fused)
+        r.filter = compile_filter(node.filters, r.pos) if not node.is_leaf else None
         self.nodes[r.id] = r
-        for c in node.children:
-            r.children.append(self._build(c, r))
-        if len(r.children) == 2:
-            a, b = r.children
+        for k in kids:
+            k.parent = r
+            r.children.append(k)
+        if len(kids) == 2:
+            a, b = kids
             a.sibling, b.sibling = b, a
-        for c in r.children:
+        for c in kids:
             c.is_guard = node.vars <= c.node.vars
         return r
 
-    def _index(self, owner: RNode, key_vars: list[str], content_of: RNode | None, sort_var: str | None) -> Index:
-        spec = (owner.id, tuple(key_vars), content_of.id if content_of else None, sort_var)
+    def _index(self, owner: RNode, key_vars: list[str], content_vars: list[str] | None,
+               content_filter, sort_var: str | None) -> Index:
+        spec = (owner.id, tuple(key_vars), tuple(content_vars) if content_vars is not None else None, sort_var)
         idx = self._index_by_spec.get(spec)
         if idx is not None:
             return idx
         kf = key_fn(key_vars, owner.pos)
-        if content_of is None:
-            content, cfilter, cpos = None, None, owner.pos
+        if content_vars is None:
+            content, cpos = None, owner.pos
         else:
-            content, cfilter, cpos = projector(content_of.vars, owner.pos), content_of.filter, content_of.pos
+            content, cpos = projector(content_vars, owner.pos), {v: i for i, v in enumerate(content_vars)}
         sort_pos = cpos[sort_var] if sort_var is not None else None
-        idx = Index(kf, content, cfilter, sort_pos, spec)
+        idx = Index(kf, content, content_filter, sort_pos, spec)
         self._index_by_spec[spec] = idx
         owner.indexes.append(idx)
         return idx
@@ -142,17 +165,20 @@ class TRep:
         if p is None:
             return
         s = n.sibling
-        pfilter = p.filter
-        if s is None:
-            n.up = _make_project(projector(p.vars, n.pos), pfilter)
+        if p.fused:
+            # p carries n's tuples: only p's filter (over var(p) ⊆ var(n)) applies on the way up.
+            pf = compile_filter(p.node.filters, n.pos)
+            n.up = _identity if pf is None else _make_filter(pf)
+        elif s is None:
+            n.up = _make_project(projector(p.form, n.pos), p.filter)
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
             cross = _oriented_cross(s.node, p.node) if not s.is_guard else []
             sort_var, on, rest = _split_on_sort_var(cross)
-            idx = self._index(s, key_vars, None, sort_var)
+            idx = self._index(s, key_vars, None, None, sort_var)
             n.up = _make_guard_up(
-                idx, key_fn(key_vars, n.pos), projector(p.vars, n.pos), pfilter,
+                idx, key_fn(key_vars, n.pos), projector(p.form, n.pos), p.filter,
                 compile_bounds(on, n.pos) if on else None,
                 compile_cross_check(rest, s.pos, n.pos),
             )
@@ -161,20 +187,29 @@ class TRep:
             key_vars = sorted(s.node.vars & n.node.vars)
             cross = _flip_all(_oriented_cross(n.node, p.node))  # parent_var op n_var + c
             sort_var, on, rest = _split_on_sort_var(cross)
-            idx = self._index(s, key_vars, p, sort_var)
+            idx = self._index(s, key_vars, p.form, p.filter, sort_var)
             n.up = _make_nonguard_up(
                 idx, key_fn(key_vars, n.pos),
                 compile_bounds(on, n.pos) if on else None,
                 compile_cross_check(rest, p.pos, n.pos),
             )
-        if n.in_n:
+        if n.in_n and not p.fused:
             key_vars = sorted(n.node.vars & p.node.vars)
             cross = _oriented_cross(n.node, p.node)  # n_var op parent_var + c
             sort_var, on, rest = _split_on_sort_var(cross)
-            n.p_index = self._index(n, key_vars, None, sort_var)
+            end = n  # the lowest node of n's chain of fused nodes inside N
+            while end.fused and end.children[0].in_n:
+                end = end.children[0]
+            if end.fused:
+                # The chain ends at a fused frontier node: distinct output rows need its tuples
+                # aggregated onto var(end), so the index projects (and the chain aliases read that).
+                n.enum_pos = end.own_pos
+                n.p_index = self._index(n, key_vars, end.own, None, sort_var)
+            else:
+                n.p_index = self._index(n, key_vars, None, None, sort_var)
             n.p_key_vars = key_vars
             n.p_bounds = compile_bounds(on, p.pos) if on else None
-            n.p_resid = compile_cross_check(rest, n.pos, p.pos)
+            n.p_resid = compile_cross_check(rest, n.enum_pos, p.pos)
             n.p_check = compile_cross_check(cross, n.pos, p.pos)
 
     # -- updates ----------------------------------------------------------------------
@@ -186,8 +221,8 @@ class TRep:
         self.version += 1
         n = self.leaves[atom]
         while True:
-            for idx in n.indexes:
-                idx.apply(delta)
+            for apply in n.appliers:
+                apply(delta)
             if record is not None and n.in_n:
                 record[n.id] = delta
             up = n.up
@@ -210,7 +245,7 @@ class TRep:
         dgroups: dict[int, dict] = {}
         for nid, delta in record.items():
             r = self.nodes[nid]
-            if r.parent is None:
+            if r.parent is None or r.parent.fused:
                 continue
             kf = key_fn(r.p_key_vars, r.pos)
             groups: dict[Any, list] = {}
@@ -235,78 +270,134 @@ class TRep:
         return fn
 
     def _gen_enum(self, atom: int | None) -> tuple[str, dict]:
-        """Generate the nested loops of Algorithm 1 over N (pre-order), as Python source."""
+        """Generate the nested loops of Algorithm 1 over N (pre-order), as Python source.
+
+        Children's group lookups are hoisted to their parent's level (each is probed once per
+        parent tuple); a child of a fused node is the same tuple and costs no loop.
+        """
+        delta_mode = atom is not None
         path: set[int] = set()
-        if atom is not None:
+        if delta_mode:
             n = self.leaves[atom]
             while n is not None:
                 if n.in_n:
                     path.add(n.id)
                 n = n.parent
-        order: list[RNode] = []
-
-        def pre(r: RNode) -> None:
-            order.append(r)
-            for c in r.children:
-                if c.in_n:
-                    pre(c)
-
-        pre(self.root)
         ns: dict[str, Any] = {"ConcurrentModificationError": ConcurrentModificationError}
         lines = ["def _enum(trep, dg):"]
-        ind = "    "
-        if atom is None:
-            lines.append(f"{ind}v0 = trep.version")
-            lines.append(f"{ind}if not trep.count: return")
-        lines.append(f"{ind}t{self.root.id} = ()")
-        for r in order[1:]:
+        if not delta_mode:
+            lines.append("    v0 = trep.version")
+            lines.append("    if not trep.count: return")
+        lines.append(f"    t{self.root.id} = ()")
+        layout: dict[int, dict[str, int]] = {self.root.id: {}}
+        order: list[RNode] = []
+
+        def n_children(r: RNode) -> list[RNode]:
+            return [c for c in r.children if c.in_n]
+
+        def lookups(r: RNode, ind: str) -> str:
+            """Probe the parent indexes of r's children in N once, right after r is bound."""
+            if r.fused:
+                return ind
+            for c in n_children(r):
+                if c.id in path:
+                    continue
+                key = key_expr(c.p_key_vars, layout[r.id], f"t{r.id}")
+                ns[f"P{c.id}"] = c.p_index.groups
+                lines.append(f"{ind}g{c.id} = P{c.id}.get({key})")
+                lines.append(f"{ind}if g{c.id} is not None:")
+                ind += "    "
+            return ind
+
+        def emit_level(pending: list[RNode], ind: str) -> None:
+            """Open loops for the nodes in ``pending`` (their parents are bound), depth first."""
+            if not pending:
+                emit_output(ind)
+                return
+            r, rest = pending[0], pending[1:]
             p = r.parent
             tp, tr = f"t{p.id}", f"t{r.id}"
-            key = key_expr(r.p_key_vars, p.pos, tp)
+            order.append(r)
+            if p.fused:  # same tuple as the parent
+                lines.append(f"{ind}{tr} = {tp}; m{r.id} = m{p.id}")
+                layout[r.id] = layout[p.id]
+                emit_level(n_children(r) + rest, lookups(r, ind))
+                return
+            key = key_expr(r.p_key_vars, layout[p.id], tp)
             if r.id in path:
-                ns[f"C{r.id}"] = r.p_check
+                layout[r.id] = r.pos
                 lines.append(f"{ind}for {tr}, m{r.id} in dg[{r.id}].get({key}, ()):")
                 ind += "    "
                 if r.p_check is not None:
+                    ns[f"C{r.id}"] = r.p_check
                     lines.append(f"{ind}if not C{r.id}({tr}, {tp}): continue")
+                emit_level(n_children(r) + rest, lookups(r, ind))
+                return
+            layout[r.id] = r.enum_pos
+            if r.p_bounds is not None:
+                ns[f"B{r.id}"] = r.p_bounds
+                lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
+                ind += "    "
+                lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")
             else:
-                ns[f"P{r.id}"] = r.p_index.groups
-                lines.append(f"{ind}g{r.id} = P{r.id}.get({key})")
-                lines.append(f"{ind}if g{r.id} is not None:")
-                ind += "    "
-                if r.p_bounds is not None:
-                    ns[f"B{r.id}"] = r.p_bounds
-                    it = f"g{r.id}.irange(*B{r.id}({tp}))"
-                else:
-                    it = f"g{r.id}.items.items()"
-                lines.append(f"{ind}for {tr}, m{r.id} in {it}:")
-                ind += "    "
-                if r.p_resid is not None:
-                    ns[f"R{r.id}"] = r.p_resid
-                    lines.append(f"{ind}if not R{r.id}({tr}, {tp}): continue")
-        frontier = [r for r in order if r.frontier]
-        # bind every output variable from the first node in pre-order that holds it
-        outs = []
-        for v in self.out_vars:
-            holder = next(r for r in order if v in r.pos)
-            outs.append(f"t{holder.id}[{holder.pos[v]}]")
-        row = "(" + "".join(o + ", " for o in outs) + ")"
-        mult = " * ".join(f"m{r.id}" for r in frontier) or "1"
-        if atom is None:
-            lines.append(f"{ind}yield {row}, {mult}")
-            lines.append(f"{ind}if trep.version != v0:")
-            lines.append(f"{ind}    raise ConcurrentModificationError("
-                         "'the view was updated while this enumeration was open; "
-                         "finish (or discard) the iteration before updating, or take list(view.rows()) first')")
-        else:
-            lines.append(f"{ind}m = {mult}")
-            lines.append(f"{ind}if m: yield {row}, m")
+                lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.items.items():")
+            ind += "    "
+            if r.p_resid is not None:
+                ns[f"R{r.id}"] = r.p_resid
+                lines.append(f"{ind}if not R{r.id}({tr}, {tp}): continue")
+            emit_level(n_children(r) + rest, lookups(r, ind))
+
+        def emit_output(ind: str) -> None:
+            frontier = [r for r in order if r.frontier]
+            outs = []
+            for v in self.out_vars:
+                holder = next(r for r in order if v in layout[r.id] and v in r.node.vars)
+                outs.append(f"t{holder.id}[{layout[holder.id][v]}]")
+            row = "(" + "".join(o + ", " for o in outs) + ")"
+            mult = " * ".join(f"m{r.id}" for r in frontier) or "1"
+            if delta_mode:
+                lines.append(f"{ind}m = {mult}")
+                lines.append(f"{ind}if m: yield {row}, m")
+            else:
+                lines.append(f"{ind}yield {row}, {mult}")
+                lines.append(f"{ind}if trep.version != v0:")
+                lines.append(f"{ind}    raise ConcurrentModificationError("
+                             "'the view was updated while this enumeration was open; "
+                             "finish (or discard) the iteration before updating, or take list(view.rows()) first')")
+
+        emit_level(n_children(self.root), lookups(self.root, "    "))
         return "\n".join(lines) + "\n", ns
 
     # -- introspection ------------------------------------------------------------------
+    def rho(self, node_id: int) -> dict[tuple, int] | None:
+        """``ρ_n`` as a dict over the node's own variables (sorted order for interior nodes),
+        read back from one of its indexes; None when the node keeps no index."""
+        r = self.nodes[node_id]
+        if r.parent is None:
+            return {(): self.count} if self.count else {}
+        for idx in r.indexes:
+            out: dict[tuple, int] = {}
+            if idx.content is not None and idx.spec[2] != tuple(r.own):
+                continue
+            proj = projector(r.own, r.pos) if idx.content is None else (lambda t: t)
+            for g in idx.groups.values():
+                items = g.items.items() if hasattr(g, "items") else (
+                    kv for b in g.buckets.values() for kv in b.items())
+                for t, m in items:
+                    u = proj(t)
+                    out[u] = out.get(u, 0) + m
+            return out
+        return None
+
     def size(self) -> int:
         """Number of index entries (tuples) held: the representation's size, linear in the input."""
         return sum(idx.size() for idx in self._index_by_spec.values())
+
+
+def _make_filter(pfilter):
+    def up(delta):
+        return {t: d for t, d in delta.items() if pfilter(t)}
+    return up
 
 
 def _make_project(proj, pfilter):

@@ -22,20 +22,33 @@ Change = list[tuple[tuple, int]]
 class View:
     """An incrementally maintained view. Build it with :func:`ivm_layer.compile_view`."""
 
-    def __init__(self, plan: Plan, sql: str = ""):
+    def __init__(self, plan: Plan, sql: str = "", shared_kinds: dict[str, str] | None = None,
+                 extra_ordered: Iterable[str] = ()):
         self.sql = sql
         self.plan = plan
         gcq = plan.gcq
         self.columns: list[str] = list(gcq.columns)
         self._trep = TRep(plan)
         kinds, strict = ordered_variable_kinds(gcq)
-        self._kinds: dict[str, str] = {v: k for v, k in kinds.items() if k}
+        ordered = set(kinds) | set(extra_ordered)
+        self._kinds: dict[str, str] = shared_kinds if shared_kinds is not None else {}
+        for v, k in kinds.items():
+            if k:
+                self._kinds.setdefault(v, k)
+        self._core: View | None = None
+        self._core_extractor: LeafExtractor | None = None
+        if plan.core is not None:
+            outer_vars = {v for p in gcq.predicates for v in p.vars}
+            self._core = View(plan.core, shared_kinds=self._kinds, extra_ordered=ordered | outer_vars)
         self._extractors: dict[str, list[LeafExtractor]] = {}
         for i, atom in enumerate(gcq.atoms):
             leaf = self._trep.leaves[i]
-            ex = LeafExtractor(gcq, i, leaf.vars, strict, leaf.node.filters, self._kinds, set(kinds))
-            self._extractors.setdefault(atom.relation, []).append(ex)
-        self._arity = {t: len(cols) for t, cols in gcq.schema.items()}
+            ex = LeafExtractor(gcq, i, leaf.form, strict, leaf.node.filters, self._kinds, ordered)
+            if atom.relation == plan.core_relation:
+                self._core_extractor = ex
+            else:
+                self._extractors.setdefault(atom.relation, []).append(ex)
+        self._arity = {t: len(cols) for t, cols in gcq.schema.items() if t != plan.core_relation}
         self._tables: dict[str, dict[tuple, int]] = {t: {} for t in self._extractors}
         self._materialized: dict[tuple, int] | None = None if plan.free_connex else {}
         self._subscribers: list[Callable[[Change], Any]] = []
@@ -44,7 +57,10 @@ class View:
     @property
     def tables(self) -> list[str]:
         """The base tables this view reads."""
-        return list(self._extractors)
+        names = list(self._extractors)
+        if self._core is not None:
+            names += [t for t in self._core.tables if t not in names]
+        return names
 
     @property
     def query_class(self) -> str:
@@ -53,8 +69,9 @@ class View:
     def explain(self) -> str:
         """The plan: class, costs, what is materialized, and the GJT with its connex subset N."""
         head = [f"view columns: {', '.join(self.columns)}", f"query: {self.plan.gcq}"]
+        core_rows = f", core: {self._core._trep.size()} index entries" if self._core is not None else ""
         stats = (f"state: {sum(len(t) for t in self._tables.values())} base rows, "
-                 f"{self._trep.size()} index entries"
+                 f"{self._trep.size()} index entries{core_rows}"
                  + (f", {len(self._materialized)} materialized rows" if self._materialized is not None else ""))
         return "\n".join(head + [self.plan.explain(), stats])
 
@@ -95,11 +112,51 @@ class View:
     # -- writing ------------------------------------------------------------------------
     def insert(self, table: str, row: Iterable[Any]) -> None:
         """Insert one row (multiplicity +1)."""
-        self._apply_checked({table: [(row, 1)]}, want_change=False)
+        if not self._single(table, row, 1):
+            self._apply_checked({table: [(row, 1)]}, want_change=False)
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
         """Delete one row (multiplicity -1); raises UpdateError if the row is not present."""
-        self._apply_checked({table: [(row, -1)]}, want_change=False)
+        if not self._single(table, row, -1):
+            self._apply_checked({table: [(row, -1)]}, want_change=False)
+
+    def _single(self, table: str, row: Any, k: int) -> bool:
+        """Fast path for one row (same checks as a batch). Returns False to defer to the
+        general path for anything unusual (unknown table name spelling, non-tuple row)."""
+        store = self._store(table)
+        if store is None or type(row) is not tuple:
+            return False
+        if len(row) != self._arity[table]:
+            raise bad_row(table, row, self._arity[table])
+        try:
+            have = store.get(row, 0)
+        except TypeError:
+            raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
+        if have + k < 0:
+            raise UpdateError(f"cannot delete {row!r} from {table!r}: it is not present; no change was applied")
+        if self._core is not None or self._subscribers or self._materialized is not None:
+            self._commit(self._prepare_validated([(table, {row: k})]), want_change=False)
+            return True
+        exs = self._extractors[table]
+        pending: dict[str, str] = {}
+        leaf = []
+        for ex in exs:
+            t = ex.tuple_of(row)
+            if t is not None:
+                if ex.ordered:
+                    ex.check_kinds(t, pending)
+                leaf.append((ex.atom, t))
+        if pending:
+            self._kinds.update(pending)
+        if have + k:
+            store[row] = have + k
+        else:
+            del store[row]
+        propagate = self._trep.propagate
+        for atom, t in leaf:
+            propagate(atom, {t: k})
+        self._trep.version += 1
+        return True
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
         """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing)."""
@@ -121,8 +178,16 @@ class View:
         return unsubscribe
 
     # -- internals ----------------------------------------------------------------------
+    def _store(self, name: str) -> dict[tuple, int] | None:
+        """The stored rows of a table this view (or its core) reads, for validating deletes."""
+        store = self._tables.get(name)
+        if store is None and self._core is not None:
+            return self._core._store(name)
+        return store
+
     def _validate(self, batch: Mapping) -> list[tuple[str, dict[tuple, int]]]:
-        if not isinstance(batch, Mapping):
+        """Consolidate and check a batch against the schema and the stored rows (no mutation)."""
+        if not isinstance(batch, dict) and not isinstance(batch, Mapping):
             raise UpdateError("a batch is a mapping {table: [(row, k), …]}")
         out: list[tuple[str, dict[tuple, int]]] = []
         for table, changes in batch.items():
@@ -131,7 +196,6 @@ class View:
             if arity is None:
                 raise UpdateError(f"unknown table {table!r}; the schema has {', '.join(self._arity)}; "
                                   "no change was applied")
-            store = self._tables.get(name)
             consolidated: dict[tuple, int] = {}
             for item in changes:
                 try:
@@ -150,23 +214,30 @@ class View:
                     consolidated[row] = consolidated.get(row, 0) + k
                 except TypeError:
                     raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
-            if store is None:  # a schema table this view does not read: nothing to do
-                continue
-            for row, k in consolidated.items():
-                if k < 0 and store.get(row, 0) + k < 0:
-                    have = store.get(row, 0)
-                    raise UpdateError(
-                        f"cannot delete {-k} cop{'y' if k == -1 else 'ies'} of {row!r} from {table!r}: "
-                        f"{'it is not present' if not have else f'only {have} present'}; no change was applied")
+            store = self._store(name)
+            if store is not None:
+                for row, k in consolidated.items():
+                    if k < 0 and store.get(row, 0) + k < 0:
+                        have = store.get(row, 0)
+                        raise UpdateError(
+                            f"cannot delete {-k} cop{'y' if k == -1 else 'ies'} of {row!r} from {table!r}: "
+                            f"{'it is not present' if not have else f'only {have} present'}; no change was applied")
             out.append((name, {r: k for r, k in consolidated.items() if k}))
         return out
 
-    def _leaf_deltas(self, validated) -> list[tuple[str, dict[tuple, int], list[tuple[int, dict]]]]:
-        pending: dict[str, str] = {}
-        plan = []
+    def _prepare(self, batch: Mapping) -> list:
+        """Phase 1: validate, compute every leaf delta, check value kinds. Raises; mutates nothing
+        (the value kinds first seen are recorded only when the whole batch passed)."""
+        return self._prepare_validated(self._validate(batch))
+
+    def _prepare_validated(self, validated: list[tuple[str, dict[tuple, int]]],
+                           pending: dict[str, str] | None = None) -> list:
+        if pending is None:
+            pending = {}
+        steps = []
         for name, changes in validated:
             per_atom = []
-            for ex in self._extractors[name]:
+            for ex in self._extractors.get(name, ()):
                 delta: dict[tuple, int] = {}
                 for row, k in changes.items():
                     t = ex.tuple_of(row)
@@ -177,35 +248,43 @@ class View:
                 delta = {t: k for t, k in delta.items() if k}
                 if delta:
                     per_atom.append((ex.atom, delta))
-            plan.append((name, changes, per_atom))
-        self._kinds.update(pending)
-        return plan
+            core_steps = None
+            if self._core is not None and name in self._core._extractors:
+                core_steps = self._core._prepare_validated([(name, changes)], pending)
+            steps.append((name, changes, per_atom, core_steps, pending))
+        return steps
 
-    def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
-        validated = self._validate(batch)
-        # Phase 1 (may raise): leaf tuples, filters and value kinds. Phase 2 cannot fail.
-        plan = self._leaf_deltas(validated)
+    def _commit(self, steps: list, want_change: bool) -> Change | None:
+        """Phase 2: apply prepared steps (cannot fail). Returns the consolidated view change
+        when one is wanted (``diff``, subscribers, or a materialized result to maintain)."""
         need_delta = want_change or bool(self._subscribers) or self._materialized is not None
         change: dict[tuple, int] | None = {} if need_delta else None
-        trep = self._trep
-        for name, changes, per_atom in plan:
-            store = self._tables[name]
-            for row, k in changes.items():
-                v = store.get(row, 0) + k
-                if v:
-                    store[row] = v
-                else:
-                    del store[row]
+        for name, changes, per_atom, core_steps, pending in steps:
+            self._kinds.update(pending)
+            store = self._tables.get(name)
+            if store is not None:
+                for row, k in changes.items():
+                    v = store.get(row, 0) + k
+                    if v:
+                        store[row] = v
+                    else:
+                        del store[row]
             # Self-joins: one leaf at a time, fully propagated (ALGORITHMS.md §4).
             for atom, delta in per_atom:
-                if change is None:
-                    trep.propagate(atom, delta)
-                    continue
-                record: dict[int, dict] = {}
-                if trep.propagate(atom, delta, record):
-                    for row, m in trep.delta_rows(atom, record):
-                        change[row] = change.get(row, 0) + m
-        trep.version += 1
+                self._propagate(atom, delta, change)
+            if core_steps is not None:
+                core_change = self._core._commit(core_steps, want_change=True)
+                if core_change:
+                    ex = self._core_extractor
+                    delta = {}
+                    for row, k in core_change:
+                        t = ex.tuple_of(row)
+                        if t is not None:
+                            delta[t] = delta.get(t, 0) + k
+                    delta = {t: k for t, k in delta.items() if k}
+                    if delta:
+                        self._propagate(ex.atom, delta, change)
+        self._trep.version += 1
         if change is None:
             return None
         result = [(row, k) for row, k in change.items() if k]
@@ -221,3 +300,16 @@ class View:
             for cb in list(self._subscribers):
                 cb(list(result))
         return result
+
+    def _propagate(self, atom: int, delta: dict[tuple, int], change: dict[tuple, int] | None) -> None:
+        trep = self._trep
+        if change is None:
+            trep.propagate(atom, delta)
+            return
+        record: dict[int, dict] = {}
+        if trep.propagate(atom, delta, record):
+            for row, m in trep.delta_rows(atom, record):
+                change[row] = change.get(row, 0) + m
+
+    def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
+        return self._commit(self._prepare(batch), want_change)

@@ -9,12 +9,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from ..errors import CyclicQueryError
 from ..query import GCQ, Predicate
 from .classify import COSTS, FREE_CONNEX, NOT_FREE_CONNEX, Q_HIERARCHICAL, is_q_hierarchical
 from .gjt import Node, render
 from .gyo import build_gjt_pair
-from .redundancy import drop_implied_inequalities
-from .transform import binarize, check_invariants, make_sibling_closed, simplify
+from .redundancy import drop_implied_inequalities, implied_closure
+from .transform import binarize, check_invariants, make_sibling_closed, simplify, tighten_edges
 
 
 @dataclass
@@ -28,6 +29,8 @@ class Plan:
     atom_filters: list[list[Predicate]]
     var_n: frozenset[str]
     nodes: list[Node] = field(default_factory=list)
+    core: "Plan | None" = None  # a materialized cyclic core feeding one derived atom
+    core_relation: str | None = None
 
     @property
     def free_connex(self) -> bool:
@@ -44,7 +47,7 @@ class Plan:
 
     def explain(self) -> str:
         update, delay = COSTS[self.klass]
-        lines = [f"class: {self.klass}"]
+        lines = [f"class: {self.klass}" + (" (with a materialized cyclic core)" if self.core is not None else "")]
         if self.klass == NOT_FREE_CONNEX:
             extra = sorted(self.var_n - self.gcq.out)
             lines.append(
@@ -52,15 +55,41 @@ class Plan:
                 f"delta enumeration of the free-connex approximation over {{{', '.join(sorted(self.var_n))}}}"
                 f" (extra variables {', '.join(extra)}); memory grows with the output"
             )
-        else:
+        elif self.core is None:
             lines.append("materialized: nothing beyond the T-representation (memory linear in the input)")
+        if self.core is not None:
+            members = ", ".join(a.alias for a in self.core.gcq.atoms)
+            lines.append(
+                f"materialized core: the inequality predicates close a cycle, so atoms {members} are joined "
+                f"into the derived relation {self.core_relation}({', '.join(self.core.gcq.output)}), "
+                "maintained incrementally by its own plan below; memory grows with the core's size "
+                "(bounded by the implied predicates it carries)")
         if self.dropped:
             lines.append("dropped as implied by transitivity: " + "; ".join(str(p) for p in self.dropped))
         lines.append(f"update cost: {update}")
         lines.append(f"enumeration: {delay}")
         lines.append("GJT (N = connex subset used for enumeration):")
         lines.append(self.tree())
+        if self.core is not None:
+            lines.append(f"core {self.core_relation}:")
+            lines.extend("    " + line for line in self.core.explain().splitlines())
         return "\n".join(lines)
+
+
+def plan_from_tree(gcq: GCQ, root: Node, in_n: set[int], klass: str = FREE_CONNEX) -> Plan:
+    """A plan for a GJT pair given by hand (tests, paper examples). A root with variables
+    gets an empty-label root above it, as Algorithm 3 line 12 builds."""
+    if root.vars:
+        top = Node(frozenset(), children=[root])
+        in_n = set(in_n) | {top.id}
+        root = top
+    check_invariants(root, in_n)
+    var_n = frozenset().union(*(n.vars for n in root.walk() if n.id in in_n))
+    if var_n != gcq.out:
+        klass = NOT_FREE_CONNEX
+    atom_filters, joins = split_predicates(gcq)
+    return Plan(gcq=gcq, root=root, in_n=set(in_n), klass=klass, join_predicates=joins, dropped=[],
+                atom_filters=atom_filters, var_n=var_n, nodes=list(root.walk()))
 
 
 def split_predicates(gcq: GCQ) -> tuple[list[list[Predicate]], list[Predicate]]:
@@ -81,13 +110,29 @@ def split_predicates(gcq: GCQ) -> tuple[list[list[Predicate]], list[Predicate]]:
     return filters, joins
 
 
-def plan(gcq: GCQ) -> Plan:
-    """Plan ``gcq``; raises :class:`~ivm_layer.errors.CyclicQueryError` for cyclic queries."""
+def plan(gcq: GCQ, allow_core: bool = True, implied_from: list[Predicate] | None = None) -> Plan:
+    """Plan ``gcq``; raises :class:`~ivm_layer.errors.CyclicQueryError` for cyclic queries.
+
+    With ``allow_core``, a query that is cyclic only through inequality predicates gets a
+    materialized core (see :mod:`.cores`). ``implied_from`` (default: the query's own
+    predicates) is the predicate set whose transitive consequences may tighten edges.
+    """
     atom_filters, joins = split_predicates(gcq)
     joins, dropped = drop_implied_inequalities(joins)
     hyperedges = [a.varset for a in gcq.atoms]
     names = [a.alias for a in gcq.atoms]
-    res = build_gjt_pair(hyperedges, gcq.out, joins, names)
+    try:
+        res = build_gjt_pair(hyperedges, gcq.out, joins, names)
+    except CyclicQueryError as err:
+        if not allow_core:
+            raise
+        from .cores import find_core
+
+        split, outer, core = find_core(gcq, err, plan)
+        outer.core = core
+        outer.core_relation = split.relation
+        outer.gcq.columns = list(gcq.columns)
+        return outer
     root, in_n = res.root, res.in_n
     in_n = make_sibling_closed(root, in_n)
     in_n = binarize(root, in_n)
@@ -95,6 +140,7 @@ def plan(gcq: GCQ) -> Plan:
         if n.is_leaf:
             n.filters.extend(atom_filters[n.atom])
     root, in_n = simplify(root, in_n)
+    tighten_edges(root, implied_closure(implied_from if implied_from is not None else gcq.predicates))
     check_invariants(root, in_n)
     var_n = frozenset().union(*(n.vars for n in root.walk() if n.id in in_n))
     if res.frontier_vars != gcq.out:

@@ -79,3 +79,51 @@ def drop_implied_inequalities(preds: list[Predicate]) -> tuple[list[Predicate], 
         except TypeError:  # offsets of incomparable types: leave this predicate alone
             continue
     return kept, dropped
+
+
+def implied_closure(preds: list[Predicate]) -> dict[tuple[str, str], tuple[Any, bool]] | None:
+    """Tightest implied ``a - b < c`` / ``a - b <= c`` for every pair, as ``{(a, b): (c, strict)}``.
+
+    Floyd–Warshall over the difference constraints of ``preds`` (var–var predicates only).
+    Returns None if the constraints are contradictory or their offsets cannot be added.
+    """
+    edges = [e for p in preds if p.right is not None and p.left != p.right for e in _edges(p)]
+    best: dict[tuple[str, str], tuple[Any, bool]] = {}
+    try:
+        for a, b, c, s in edges:
+            cur = best.get((a, b))
+            if cur is None or _tighter((c, s), cur):
+                best[(a, b)] = (c, s)
+        nodes = sorted({v for e in edges for v in e[:2]})
+        for k in nodes:
+            for i in nodes:
+                ik = best.get((i, k))
+                if ik is None:
+                    continue
+                for j in nodes:
+                    kj = best.get((k, j))
+                    if kj is None:
+                        continue
+                    cand = (ik[0] + kj[0], ik[1] or kj[1])
+                    cur = best.get((i, j))
+                    if cur is None or _tighter(cand, cur):
+                        best[(i, j)] = cand
+        for v in nodes:
+            loop = best.get((v, v))
+            if loop is not None and (loop[0] < 0 or (loop[0] == 0 and loop[1])):
+                return None
+    except TypeError:
+        return None
+    return {k: v for k, v in best.items() if k[0] != k[1]}
+
+
+def implied_predicates(closure: dict[tuple[str, str], tuple[Any, bool]], x: str, y: str) -> list[Predicate]:
+    """The implied bounds between ``x`` and ``y`` as predicates with ``x`` on the left."""
+    out = []
+    up = closure.get((x, y))  # x - y < c
+    if up is not None:
+        out.append(Predicate(x, "<" if up[1] else "<=", y, up[0]))
+    down = closure.get((y, x))  # y - x < c  ->  x > y - c
+    if down is not None:
+        out.append(Predicate(x, ">" if down[1] else ">=", y, -down[0] if down[0] else 0))
+    return out

@@ -155,3 +155,31 @@ def check_invariants(root: Node, in_n: set[int]) -> None:
     for v, nodes in occurrences.items():
         tops = [n for n in nodes if n.parent is None or v not in n.parent.vars]
         assert len(tops) == 1, f"variable {v} violates the connectedness condition"
+
+
+def tighten_edges(root: Node, closure) -> None:
+    """Add transitively implied bounds to edges that already compare the same two variables.
+
+    E.g. with ``S1.ts < S2.ts < L.ts < S1.ts + 3600`` the edge comparing ``S2.ts`` with
+    ``S1.ts`` also gets ``S2.ts < S1.ts + 3600``, so a range scan ordered on either side stays
+    inside the window instead of walking the whole group. The added predicates are implied by
+    the query, so results are unchanged; the tree's shape is not touched.
+    """
+    from .redundancy import implied_predicates
+
+    if not closure:
+        return
+    for n in root.walk():
+        if not n.preds or n.parent is None:
+            continue
+        pairs = []
+        for p in n.preds:
+            x, y = (p.left, p.right) if p.left in n.vars else (p.right, p.left)
+            if (x, y) not in pairs:
+                pairs.append((x, y))
+        have = set(n.preds)
+        for x, y in pairs:
+            for q in implied_predicates(closure, x, y):
+                if q not in have and q.flipped() not in have:
+                    n.preds.append(q)
+                    have.add(q)

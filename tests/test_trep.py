@@ -1,0 +1,75 @@
+"""The (T, N)-representation on the paper's worked example (002 Fig. 3/4) and its structures."""
+
+import random
+
+from ivm_layer.engine.groups import OrderedGroup
+from ivm_layer.engine.view import View
+from ivm_layer.planner import plan_from_tree
+from ivm_layer.planner.gjt import Node
+from ivm_layer.query import GCQ, Atom
+
+
+def fig4_view():
+    atoms = [Atom("r", "r", ("x", "y", "z")), Atom("s", "s", ("x", "y", "v")), Atom("t", "t", ("x", "u"))]
+    q = GCQ(atoms, [], ["x", "y", "u"], ["x", "y", "u"],
+            schema={"r": ["x", "y", "z"], "s": ["x", "y", "v"], "t": ["x", "u"]})
+    r, s, t = Node(frozenset("xyz"), atom=0), Node(frozenset("xyv"), atom=1), Node(frozenset("xu"), atom=2)
+    xy = Node(frozenset("xy"), children=[r, s])
+    x = Node(frozenset("x"), children=[xy, t])
+    p = plan_from_tree(q, x, {x.id, xy.id, t.id})
+    view = View(p)
+    view.apply({
+        "r": [((1, 2, 3), 2), ((2, 2, 4), 3), ((2, 2, 8), 4)],
+        "s": [((1, 2, 4), 2), ((1, 3, 5), 3), ((2, 2, 4), 3)],
+        "t": [((1, 6), 2), ((1, 3), 4), ((4, 5), 5)],
+    })
+    return view, {"x": x, "xy": xy, "r": r, "s": s, "t": t}
+
+
+def test_fig4_representation_is_reproduced_exactly():
+    view, n = fig4_view()
+    trep = view._trep
+    assert trep.rho(n["xy"].id) == {(1, 2): 4, (2, 2): 21}
+    assert trep.rho(n["x"].id) == {(1,): 24}
+    assert trep.rho(n["r"].id) == {(1, 2, 3): 2, (2, 2, 4): 3, (2, 2, 8): 4}
+    assert trep.rho(n["s"].id) == {(1, 2, 4): 2, (1, 3, 5): 3, (2, 2, 4): 3}
+    assert trep.rho(n["t"].id) == {(1, 6): 2, (1, 3): 4, (4, 5): 5}
+
+def test_fig4_enumeration():
+    view, _ = fig4_view()
+    assert sorted(view.rows()) == [((1, 2, 3), 16), ((1, 2, 6), 8)]
+    assert len(view) == 24
+
+
+def test_fig4_update_delete_restores():
+    view, n = fig4_view()
+    view.delete("t", (1, 6))
+    assert sorted(view.rows()) == [((1, 2, 3), 16), ((1, 2, 6), 4)]
+    view.insert("t", (1, 6))
+    assert sorted(view.rows()) == [((1, 2, 3), 16), ((1, 2, 6), 8)]
+    view.apply({"r": [((2, 2, 4), -3), ((2, 2, 8), -4)]})
+    assert view._trep.rho(n["xy"].id) == {(1, 2): 4}
+
+
+def test_ordered_group_against_reference():
+    rng = random.Random(7)
+    for _ in range(50):
+        g, ref = OrderedGroup(0), {}
+        for _ in range(300):
+            t = (rng.randint(0, 60), rng.randint(0, 3))
+            d = -rng.randint(1, ref[t]) if ref.get(t) and rng.random() < 0.4 else rng.randint(1, 3)
+            g.add(t, d)
+            ref[t] = ref.get(t, 0) + d
+            if not ref[t]:
+                del ref[t]
+            lo, hi = rng.choice([None, rng.randint(-1, 61)]), rng.choice([None, rng.randint(-1, 61)])
+            li, hii = rng.random() < 0.5, rng.random() < 0.5
+
+            def inside(v):
+                return ((lo is None or v > lo or (li and v == lo))
+                        and (hi is None or v < hi or (hii and v == hi)))
+
+            assert g.range_sum(lo, li, hi, hii) == sum(m for u, m in ref.items() if inside(u[0]))
+            got = list(g.irange(lo, li, hi, hii))
+            assert sorted(got) == sorted((u, m) for u, m in ref.items() if inside(u[0]))
+            assert [u[0] for u, _ in got] == sorted(u[0] for u, _ in got)
