@@ -1,0 +1,67 @@
+"""The SQL subset accepted by compile_view, and its errors."""
+
+import pytest
+
+import ivm_layer
+from ivm_layer.errors import CyclicQueryError, SQLError, UnsupportedSQLError
+from ivm_layer.sql import translate_select
+
+SCHEMA = {"r": ["a", "b"], "s": ["b", "c"], "trans": {"id": "INT", "acc": "INT", "ts": "INT", "amnt": "INT"}}
+
+
+def test_equalities_become_shared_variables_and_offsets_normalize():
+    q = translate_select("SELECT r.a, s.c FROM r JOIN s ON r.b = s.b WHERE 3 < r.a + 1 AND s.c <= r.a - 2", SCHEMA)
+    r_atom, s_atom = q.atoms
+    assert r_atom.vars[1] == s_atom.vars[0]  # r.b = s.b share one variable
+    texts = {str(p) for p in q.predicates}
+    assert "r.a > 2" in texts and "s.c <= r.a - 2" in texts
+
+
+def test_star_and_table_star_and_aliases():
+    q = translate_select("SELECT x.*, y.c AS cc FROM r x, s y WHERE x.b = y.b", SCHEMA)
+    assert q.columns == ["a", "b", "cc"]
+    q = translate_select("SELECT * FROM r, s", SCHEMA)
+    assert q.columns == ["a", "b", "b", "c"]
+
+
+@pytest.mark.parametrize("sql, fragment", [
+    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b", "LEFT OUTER JOIN"),
+    ("SELECT r.a FROM r WHERE r.a = 1 OR r.b = 2", "OR"),
+    ("SELECT r.a FROM r WHERE r.a <> 1", "<>"),
+    ("SELECT r.a FROM (SELECT * FROM r) r", "FROM item"),
+    ("SELECT r.a + 1 FROM r", "SELECT item"),
+    ("SELECT r.a FROM r GROUP BY r.a", "GROUP"),
+    ("SELECT DISTINCT r.a FROM r", "DISTINCT"),
+    ("SELECT r.a FROM r WHERE r.a * 2 < 3", "expression"),
+])
+def test_unsupported_constructs_name_the_construct_and_position(sql, fragment):
+    with pytest.raises(UnsupportedSQLError) as e:
+        ivm_layer.compile_view(sql, SCHEMA)
+    assert fragment in str(e.value)
+
+
+@pytest.mark.parametrize("sql, fragment", [
+    ("SELECT r.z FROM r", "no column 'z'"),
+    ("SELECT q.a FROM r", "unknown table or alias 'q'"),
+    ("SELECT a FROM nope", "unknown table 'nope'"),
+    ("SELECT b FROM r, s", "ambiguous"),
+    ("SELECT r.a FROM r, r", "duplicate table alias"),
+    ("SELEC r.a FROM r", "cannot parse"),
+])
+def test_sql_errors(sql, fragment):
+    with pytest.raises(SQLError) as e:
+        ivm_layer.compile_view(sql, SCHEMA)
+    assert fragment in str(e.value)
+
+
+def test_position_is_reported():
+    with pytest.raises(UnsupportedSQLError) as e:
+        ivm_layer.compile_view("SELECT r.a\nFROM r\nWHERE r.a <> 1", SCHEMA)
+    assert "line 3" in str(e.value)
+
+
+def test_triangle_sql_is_rejected_naming_atoms():
+    schema = {"r": ["x", "y"], "s": ["y", "z"], "t": ["z", "x"]}
+    with pytest.raises(CyclicQueryError) as e:
+        ivm_layer.compile_view("SELECT * FROM r, s, t WHERE r.y = s.y AND s.z = t.z AND t.x = r.x", schema)
+    assert set(e.value.atoms) == {"r", "s", "t"}

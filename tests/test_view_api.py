@@ -1,0 +1,133 @@
+"""The engine half of the public API (DESIGN.md): behaviour beyond raw correctness."""
+
+import pytest
+
+import ivm_layer
+from ivm_layer import ConcurrentModificationError, IVMError, UpdateError
+
+SCHEMA = {"r": ["a", "k"], "s": ["d", "k"]}
+Q = "SELECT r.a, s.d, r.k FROM r, s WHERE r.k = s.k AND r.a < s.d"
+
+FRAUD = ("SELECT * FROM trans S1, trans S2, trans L WHERE S1.ts < S2.ts AND S2.ts < L.ts "
+         "AND L.ts < S1.ts + 3600 AND S1.acc = S2.acc AND S2.acc = L.acc "
+         "AND S1.amnt < 100 AND S2.amnt < 100 AND L.amnt > 400")
+
+
+def make():
+    v = ivm_layer.compile_view(Q, SCHEMA)
+    v.apply({"r": [((1, 7), 1), ((5, 7), 2)], "s": [((3, 7), 1), ((9, 7), 1), ((2, 8), 1)]})
+    return v
+
+
+def test_columns_rows_len_and_bag():
+    v = make()
+    assert v.columns == ["a", "d", "k"]
+    assert dict(v.rows()) == {(1, 3, 7): 1, (1, 9, 7): 1, (5, 9, 7): 2}
+    assert len(v) == 4
+    assert sorted(v) == [(1, 3, 7), (1, 9, 7), (5, 9, 7), (5, 9, 7)]
+
+
+def test_bad_delete_raises_and_changes_nothing():
+    v = make()
+    before = dict(v.rows())
+    with pytest.raises(UpdateError, match="not present"):
+        v.delete("r", (42, 7))
+    with pytest.raises(UpdateError):
+        v.apply({"r": [((1, 7), -1), ((5, 7), -3)]})  # second entry deletes too many
+    with pytest.raises(UpdateError):
+        v.apply({"r": [((2, 7), 1)], "s": [((100, 100), -1)]})  # bad entry in another table
+    assert dict(v.rows()) == before and len(v) == 4
+
+
+def test_bad_rows_and_tables():
+    v = make()
+    with pytest.raises(UpdateError, match="tuple of 2"):
+        v.insert("r", (1, 2, 3))
+    with pytest.raises(UpdateError, match="unknown table"):
+        v.insert("nope", (1, 2))
+    with pytest.raises(UpdateError, match="cannot be compared"):
+        v.insert("r", ("x", 7))  # r.a is compared with numbers
+    with pytest.raises(UpdateError, match="multiplicity"):
+        v.apply({"r": [((1, 7), 1.5)]})
+    assert len(v) == 4
+
+
+def test_diff_and_subscribe():
+    v = make()
+    seen = []
+    unsubscribe = v.subscribe(seen.append)
+    change = v.diff({"s": [((4, 7), 1)]})
+    assert change == [((1, 4, 7), 1)]
+    assert seen == [[((1, 4, 7), 1)]]
+    v.insert("r", (100, 8))  # joins nothing: no callback
+    assert len(seen) == 1
+    v.delete("s", (4, 7))
+    assert seen[-1] == [((1, 4, 7), -1)]
+    unsubscribe()
+    v.insert("s", (4, 7))
+    assert len(seen) == 2
+
+
+def test_update_during_enumeration_raises():
+    v = make()
+    it = v.rows()
+    next(it)
+    v.insert("s", (50, 7))
+    with pytest.raises(ConcurrentModificationError):
+        next(it)
+    assert len(list(v.rows())) == 5 and len(v) == 7
+
+
+def test_nulls_never_join_but_are_output_values():
+    v = ivm_layer.compile_view("SELECT r.a, s.d FROM r, s WHERE r.k = s.k", SCHEMA)
+    v.apply({"r": [((None, 1), 1), ((2, None), 1)], "s": [((3, 1), 1), ((4, None), 1)]})
+    assert dict(v.rows()) == {(None, 3): 1}
+    v.delete("r", (2, None))  # a stored but never-joined row can be deleted
+    assert len(v) == 1
+
+
+def test_self_join_counts_each_pair():
+    v = ivm_layer.compile_view("SELECT x.a, y.a FROM r x, r y WHERE x.k = y.k AND x.a < y.a", SCHEMA)
+    v.apply({"r": [((1, 1), 1), ((2, 1), 2), ((3, 1), 1)]})
+    assert dict(v.rows()) == {(1, 2): 2, (1, 3): 1, (2, 3): 2}
+    assert v.diff({"r": [((2, 1), -2)]}) in ([((1, 2), -2), ((2, 3), -2)], [((2, 3), -2), ((1, 2), -2)])
+
+
+def test_non_free_connex_view_is_materialized_and_says_so():
+    v = ivm_layer.compile_view("SELECT r.a, s.d FROM r, s WHERE r.k = s.k AND r.a < s.d", SCHEMA)
+    assert v.query_class == "acyclic-not-free-connex"
+    v.apply({"r": [((1, 1), 1), ((1, 2), 1)], "s": [((5, 1), 1), ((5, 2), 1)]})
+    assert dict(v.rows()) == {(1, 5): 2}
+    assert "materialized" in v.explain()
+
+
+def test_fraud_query_end_to_end_with_core():
+    v = ivm_layer.compile_view(FRAUD, {"trans": ["id", "acc", "ts", "amnt"]})
+    assert "materialized core" in v.explain()
+    rows = [(1, 7, 100, 50), (2, 7, 200, 60), (3, 7, 300, 500), (4, 7, 4000, 900), (5, 8, 250, 10)]
+    changes = [v.diff({"trans": [(r, 1)]}) for r in rows]
+    assert changes[2] == [((1, 7, 100, 50, 2, 7, 200, 60, 3, 7, 300, 500), 1)]
+    assert changes[3] == []  # outside the one-hour window
+    assert len(v) == 1
+    v.delete("trans", (2, 7, 200, 60))
+    assert len(v) == 0 and list(v.rows()) == []
+
+
+def test_reserved_parameters_are_rejected_clearly():
+    with pytest.raises(IVMError, match="static"):
+        ivm_layer.compile_view(Q, SCHEMA, static=("r",))
+    with pytest.raises(IVMError, match="parameterized"):
+        ivm_layer.compile_view(Q, SCHEMA, params=("k",))
+    with pytest.raises(IVMError, match="no input parameters"):
+        next(make().lookup(k=7))
+
+
+def test_cli_explain(capsys):
+    from ivm_layer.cli import main
+
+    assert main(["explain", Q, "--schema", "r(a,k); s(d,k)"]) == 0
+    out = capsys.readouterr().out
+    assert "class:" in out and "GJT" in out
+    assert main(["explain", "SELECT * FROM r, s, t WHERE r.y = s.y AND s.z = t.z AND t.x = r.x",
+                 "--schema", "r(x,y); s(y,z); t(z,x)"]) == 1
+    assert "cyclic" in capsys.readouterr().err
