@@ -65,7 +65,7 @@ def test_ordered_group_against_reference():
             lo, hi = rng.choice([None, rng.randint(-1, 61)]), rng.choice([None, rng.randint(-1, 61)])
             li, hii = rng.random() < 0.5, rng.random() < 0.5
 
-            def inside(v):
+            def inside(v, lo=lo, li=li, hi=hi, hii=hii):
                 return ((lo is None or v > lo or (li and v == lo))
                         and (hi is None or v < hi or (hii and v == hi)))
 

@@ -47,19 +47,20 @@ def compile_filter(preds: list[Predicate], pos: dict[str, int]) -> Callable[[tup
 
 def compile_cross_check(preds: list[Predicate], left_pos: dict[str, int], right_pos: dict[str, int]
                         ) -> Callable[[tuple, tuple], bool] | None:
-    """``f(l, r)`` for predicates ``left_var op right_var + c`` with left vars in ``l``, right vars in ``r``."""
+    """``f(lt, rt)`` for predicates ``left_var op right_var + c``: left vars read from ``lt``,
+    right vars from ``rt``."""
     if not preds:
         return None
     checks = [(OPS[p.op], left_pos[p.left], right_pos[p.right], p.offset or 0) for p in preds]
     if len(checks) == 1:
         op, i, j, c = checks[0]
         if c:
-            return lambda l, r: op(l[i], r[j] + c)
-        return lambda l, r: op(l[i], r[j])
+            return lambda lt, rt: op(lt[i], rt[j] + c)
+        return lambda lt, rt: op(lt[i], rt[j])
 
-    def check(l: tuple, r: tuple) -> bool:
+    def check(lt: tuple, rt: tuple) -> bool:
         for op, i, j, c in checks:
-            if not op(l[i], r[j] + c if c else r[j]):
+            if not op(lt[i], rt[j] + c if c else rt[j]):
                 return False
         return True
 

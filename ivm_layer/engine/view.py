@@ -12,7 +12,6 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
-from ..planner.classify import NOT_FREE_CONNEX
 from .leaves import LeafExtractor, bad_row, ordered_variable_kinds
 from .trep import TRep
 
@@ -263,12 +262,7 @@ class View:
             self._kinds.update(pending)
             store = self._tables.get(name)
             if store is not None:
-                for row, k in changes.items():
-                    v = store.get(row, 0) + k
-                    if v:
-                        store[row] = v
-                    else:
-                        del store[row]
+                _merge(store, changes.items())
             # Self-joins: one leaf at a time, fully propagated (ALGORITHMS.md §4).
             for atom, delta in per_atom:
                 self._propagate(atom, delta, change)
@@ -288,14 +282,8 @@ class View:
         if change is None:
             return None
         result = [(row, k) for row, k in change.items() if k]
-        mat = self._materialized
-        if mat is not None:
-            for row, k in result:
-                v = mat.get(row, 0) + k
-                if v:
-                    mat[row] = v
-                else:
-                    del mat[row]
+        if self._materialized is not None:
+            _merge(self._materialized, result)
         if result:
             for cb in list(self._subscribers):
                 cb(list(result))
@@ -313,3 +301,13 @@ class View:
 
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         return self._commit(self._prepare(batch), want_change)
+
+
+def _merge(gmr: dict[tuple, int], changes: Iterable[tuple[tuple, int]]) -> None:
+    """``gmr += changes``, dropping tuples whose multiplicity becomes zero."""
+    for row, k in changes:
+        v = gmr.get(row, 0) + k
+        if v:
+            gmr[row] = v
+        else:
+            del gmr[row]
