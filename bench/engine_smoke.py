@@ -31,14 +31,15 @@ from . import workloads as wl
 SYSTEMS = ("ivm", "duckdb", "naive")
 DEFAULTS = dict(
     sizes=[2000, 20000],
-    budget=30.0,  # seconds per (workload, N) run of a baseline (duckdb, naive)
-    engine_budget=120.0,  # seconds per (workload, N) stream pass of the engine
+    budget=20.0,  # seconds per (workload, N) run of a baseline (duckdb, naive)
+    engine_budget=40.0,  # seconds per (workload, N) stream pass of the engine
+    mem_budget=15.0,  # seconds per tracemalloc pass (partial peak when exceeded)
     enum_cap=1_000_000,  # at most this many tuples are enumerated per measurement
     naive_max_rows=3_000_000,  # naive materializes its view: refuse beyond this many rows
     duckdb_max_work=2e10,  # skip DuckDB if sum of view sizes over recomputations is beyond this
     every=100,  # DuckDB recomputes the view every `every` updates
 )
-QUICK = dict(sizes=[50, 500], budget=5.0, engine_budget=10.0, enum_cap=20_000,
+QUICK = dict(sizes=[50, 500], budget=5.0, engine_budget=10.0, mem_budget=5.0, enum_cap=20_000,
              naive_max_rows=200_000, duckdb_max_work=1e9)
 
 
@@ -180,7 +181,8 @@ def _memory_pass(make_view, stream, budget, every, deadline_exc=()):
             view.deadline = dl
         done, _, to = _feed(view, stream, dl, with_sizes=sizes, every=every)
         peak = tracemalloc.get_traced_memory()[1]
-        note = None if not to else f"timed out after {done} updates (peak so far)"
+        note = None if not to else (f"tracemalloc pass stopped after {done}/{len(stream)} "
+                                    f"updates: peak so far")
     except deadline_exc:
         peak = tracemalloc.get_traced_memory()[1]
         note = "timed out (peak so far)"
@@ -215,6 +217,8 @@ def run_engine(mod, w, stream, cfg, label="ivm"):
         if to:
             rec.update(status="timeout", reason=f"stream exceeded {cfg['engine_budget']}s "
                                                 f"after {done}/{len(stream)} updates")
+            rec["partial_us_per_update"] = rec.pop("us_per_update", None)
+            rec.pop("updates_per_s", None)
             return rec, None
         rec["view_len"] = len(view)
         enum, sum_k, distinct, unique = _measure_enum(view.rows, cfg["enum_cap"])
@@ -232,12 +236,12 @@ def run_engine(mod, w, stream, cfg, label="ivm"):
         view = None
     trajectory = None
     if cfg["memory"] and _memory_wanted(cfg, len(stream), rec):
-        if rec["stream_s"] * TRACE_SLOWDOWN > cfg["engine_budget"]:
+        if rec["stream_s"] * TRACE_SLOWDOWN > 2 * cfg["mem_budget"]:
             rec["memory_note"] = "memory pass skipped (stream too slow under tracemalloc)"
         else:
             try:
                 rec["peak_mb"], trajectory, note = _memory_pass(
-                    make, stream, cfg["engine_budget"], cfg["every"])
+                    make, stream, cfg["mem_budget"], cfg["every"])
                 if note:
                     rec["memory_note"] = note
             except Exception as e:  # noqa: BLE001
@@ -419,11 +423,11 @@ def run_naive(w, stream, cfg, label="naive"):
     rec["distinct_rows"] = distinct
     view = None  # noqa: F841
     if cfg["memory"] and _memory_wanted(cfg, len(stream), rec):
-        if secs * TRACE_SLOWDOWN > cfg["budget"]:
+        if secs * TRACE_SLOWDOWN > 2 * cfg["mem_budget"]:
             rec["memory_note"] = "memory pass skipped (stream too slow under tracemalloc)"
         else:
             rec["peak_mb"], _, note = _memory_pass(
-                make, stream, cfg["budget"], cfg["every"],
+                make, stream, cfg["mem_budget"], cfg["every"],
                 deadline_exc=(naive_mod.NaiveTimeout, naive_mod.NaiveTooLarge))
             if note:
                 rec["memory_note"] = note
@@ -587,15 +591,19 @@ def markdown(doc):
         if e.get("truncated"):
             ets += "*"
         distinct = r.get("distinct_rows")
+        peak = _fmt(r.get("peak_mb"), 2)
+        if r.get("peak_mb") is not None and "so far" in (r.get("memory_note") or ""):
+            peak = "≥" + peak
         L.append(f"| {r['workload']} | {r['n']:,} | {r['system']} | {status} | "
                  f"{_fmt(r.get('updates_per_s'))} | {us_s} | {ets} | "
                  f"{_fmt(e.get('slowdown_vs_list'), 2)} | {_fmt(r.get('view_len'))} | "
                  f"{_fmt(distinct) if distinct is not None else ('>' + _fmt(e.get('tuples')) if e.get('truncated') else '–')} | "
-                 f"{_fmt(r.get('peak_mb'), 2)} |")
+                 f"{peak} |")
     L.append("")
     L.append("`*` enumeration stopped at the cap; `(x)` per-update cost of the part of the "
              "stream done before the baseline's budget ran out; list/enum = how many times "
-             "faster iterating a plain Python list of the same rows is.")
+             "faster iterating a plain Python list of the same rows is; `≥` peak of a "
+             "tracemalloc pass stopped by its time budget.")
     if doc["flatness"]:
         L.append("")
         L.append("Per-update cost at N and 10×N (flatness: 1.0 = constant per-update cost)")
@@ -632,8 +640,9 @@ def parse_args(argv):
                    help="module providing compile_view for the 'ivm' system "
                         "(bench.naive to exercise the harness without the engine)")
     p.add_argument("--seed", type=int, default=42)
-    p.add_argument("--budget", type=float, help="seconds per baseline run (default 30)")
-    p.add_argument("--engine-budget", type=float, help="seconds per engine stream pass (120)")
+    p.add_argument("--budget", type=float, help="seconds per baseline run (default 20)")
+    p.add_argument("--engine-budget", type=float, help="seconds per engine stream pass (40)")
+    p.add_argument("--mem-budget", type=float, help="seconds per tracemalloc pass (15)")
     p.add_argument("--enum-cap", type=int, help="max tuples per enumeration (1,000,000)")
     p.add_argument("--naive-max-rows", type=int, help="naive view size cap (3,000,000)")
     p.add_argument("--every", type=int, help="DuckDB recomputation period in updates (100)")
@@ -648,7 +657,7 @@ def main(argv=None):
         cfg.update(QUICK)
     if a.sizes:
         cfg["sizes"] = [int(float(s)) for s in a.sizes.split(",") if s.strip()]
-    for k in ("budget", "engine_budget", "enum_cap", "naive_max_rows", "every"):
+    for k in ("budget", "engine_budget", "mem_budget", "enum_cap", "naive_max_rows", "every"):
         v = getattr(a, k)
         if v is not None:
             cfg[k] = v

@@ -450,13 +450,43 @@ def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
     return up
 
 
+_SWEEP_MIN = 8  # delta tuples per group from which the sorted sweep beats one range scan each
+
+
 def _make_nonguard_up(idx: Index, key, bounds, resid):
-    """Δp[u] += Δn(t) · ρ(u) for every parent-projected sibling tuple u matching t."""
+    """Δp[u] += Δn(t) · ρ(u) for every parent-projected sibling tuple u matching t.
+
+    One delta tuple scans its range of the sibling's group. A group with many delta tuples
+    (a fan-out from below) is swept once instead (000 Thm. 2): the delta's range bounds are
+    sorted and the group is walked in order while a running sum tracks the weight of the
+    ranges covering the current value, so the cost is O(K log K + output), not O(K · output).
+    """
     groups = idx.groups
 
     def up(delta):
         out = {}
         get = out.get
+        if bounds is not None and resid is None and len(delta) >= _SWEEP_MIN:
+            by_key: dict = {}
+            for t, d in delta.items():
+                k = key(t)
+                lst = by_key.get(k)
+                if lst is None:
+                    by_key[k] = [(bounds(t), d)]
+                else:
+                    lst.append((bounds(t), d))
+            for k, entries in by_key.items():
+                g = groups.get(k)
+                if g is None:
+                    continue
+                if len(entries) < _SWEEP_MIN:
+                    for (lo, li, hi, hii), d in entries:
+                        for b in g.buckets_in(lo, li, hi, hii):
+                            for u, m in b.items():
+                                out[u] = get(u, 0) + d * m
+                else:
+                    _sweep(g, entries, out)
+            return out
         for t, d in delta.items():
             g = groups.get(key(t))
             if g is None:
@@ -472,3 +502,55 @@ def _make_nonguard_up(idx: Index, key, bounds, resid):
         return out
 
     return up
+
+
+def _sweep(g, entries, out: dict) -> None:
+    """Add Σ_{ranges covering u's sort value} d · ρ(u) to ``out`` for the tuples u of group g.
+
+    A value covered only by ranges whose weights cancel still gets a (zero) entry: it marks
+    the parent tuple as touched, which delta enumeration of a batch relies on.
+    """
+    starts = []  # (lo, 0 inclusive / 1 exclusive, d)
+    ends = []  # (hi, 0 exclusive / 1 inclusive, d)
+    always_w = always_n = 0
+    lo_min = hi_max = None
+    lo_unbounded = hi_unbounded = False
+    for (lo, li, hi, hii), d in entries:
+        if lo is not None and hi is not None and (lo > hi or (lo == hi and not (li and hii))):
+            continue  # empty range
+        if lo is None:
+            always_w += d
+            always_n += 1
+            lo_unbounded = True
+        else:
+            starts.append((lo, 0 if li else 1, d))
+            if lo_min is None or lo < lo_min:
+                lo_min = lo
+        if hi is None:
+            hi_unbounded = True
+        else:
+            ends.append((hi, 1 if hii else 0, d))
+            if hi_max is None or hi > hi_max:
+                hi_max = hi
+    if not starts and not always_n:
+        return
+    starts.sort(key=lambda e: (e[0], e[1]))
+    ends.sort(key=lambda e: (e[0], e[1]))
+    i = j = 0
+    ns, ne = len(starts), len(ends)
+    w, cnt = always_w, always_n
+    get = out.get
+    sort_pos = g.sort_pos
+    for b in g.buckets_in(None if lo_unbounded else lo_min, True, None if hi_unbounded else hi_max, True):
+        v = next(iter(b))[sort_pos]
+        while i < ns and (starts[i][0] < v or (starts[i][0] == v and starts[i][1] == 0)):
+            w += starts[i][2]
+            cnt += 1
+            i += 1
+        while j < ne and (ends[j][0] < v or (ends[j][0] == v and ends[j][1] == 0)):
+            w -= ends[j][2]
+            cnt -= 1
+            j += 1
+        if cnt:
+            for u, m in b.items():
+                out[u] = get(u, 0) + w * m
