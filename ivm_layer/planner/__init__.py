@@ -7,7 +7,7 @@ and join predicates → drop transitively implied inequalities (001 §3) → Alg
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..errors import CyclicQueryError
 from ..query import GCQ, Predicate
@@ -28,7 +28,6 @@ class Plan:
     dropped: list[Predicate]
     atom_filters: list[list[Predicate]]
     var_n: frozenset[str]
-    nodes: list[Node] = field(default_factory=list)
     core: "Plan | None" = None  # a materialized cyclic core feeding one derived atom
     core_relation: str | None = None
 
@@ -89,7 +88,7 @@ def plan_from_tree(gcq: GCQ, root: Node, in_n: set[int], klass: str = FREE_CONNE
         klass = NOT_FREE_CONNEX
     atom_filters, joins = split_predicates(gcq)
     return Plan(gcq=gcq, root=root, in_n=set(in_n), klass=klass, join_predicates=joins, dropped=[],
-                atom_filters=atom_filters, var_n=var_n, nodes=list(root.walk()))
+                atom_filters=atom_filters, var_n=var_n)
 
 
 def split_predicates(gcq: GCQ) -> tuple[list[list[Predicate]], list[Predicate]]:
@@ -150,4 +149,4 @@ def plan(gcq: GCQ, allow_core: bool = True, implied_from: list[Predicate] | None
     else:
         klass = FREE_CONNEX
     return Plan(gcq=gcq, root=root, in_n=in_n, klass=klass, join_predicates=joins, dropped=dropped,
-                atom_filters=atom_filters, var_n=var_n, nodes=list(root.walk()))
+                atom_filters=atom_filters, var_n=var_n)

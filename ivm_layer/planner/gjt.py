@@ -58,9 +58,6 @@ class Node:
             yield n
             stack.extend(reversed(n.children))
 
-    def postorder(self) -> list["Node"]:
-        return list(reversed(list(_reverse_preorder(self))))
-
     def guard_children(self) -> list["Node"]:
         return [c for c in self.children if self.vars <= c.vars]
 
@@ -69,30 +66,17 @@ class Node:
         return f"<{kind} {sorted(self.vars)}>"
 
 
-def _reverse_preorder(root: Node) -> Iterator[Node]:
-    # Root, then children right-to-left: reversed, this is a valid post-order.
-    stack = [root]
-    while stack:
-        n = stack.pop()
-        yield n
-        stack.extend(n.children)
-
-
 def fmt_vars(vars_: frozenset[str]) -> str:
     return "{" + ", ".join(sorted(vars_)) + "}"
 
 
-def render(root: Node, in_n: set[int], atom_label, materialized: set[int] = frozenset()) -> str:
+def render(root: Node, in_n: set[int], atom_label) -> str:
     """Indented drawing of the tree: node variables, edge predicates, filters, N membership."""
     lines: list[str] = []
 
     def rec(n: Node, prefix: str, last: bool, top: bool) -> None:
         label = atom_label(n.atom) if n.is_leaf else fmt_vars(n.vars)
-        tags = []
-        if n.id in in_n:
-            tags.append("N")
-        if n.id in materialized:
-            tags.append("materialized")
+        tags = ["N"] if n.id in in_n else []
         extra = ""
         if n.preds:
             extra += "  on " + " ∧ ".join(str(p) for p in n.preds)
