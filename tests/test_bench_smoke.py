@@ -1,4 +1,4 @@
-"""The engine benchmark runs end to end (tiny sizes) and its systems agree on every workload."""
+"""`ivm bench` runs the engine benchmark end to end (tiny sizes); its systems agree on every workload."""
 
 import glob
 import json
@@ -11,7 +11,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 def test_engine_smoke_quick(tmp_path):
     out = tmp_path / "bench"
-    proc = subprocess.run([sys.executable, "-m", "bench.engine_smoke", "--quick", "--out", str(out)],
+    proc = subprocess.run([sys.executable, "-m", "ivm_layer", "bench", "--quick", "--out", str(out)],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-2000:] + proc.stderr[-2000:]
     docs = [json.load(open(p)) for p in glob.glob(str(out / "*.json"))]
