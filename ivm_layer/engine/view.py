@@ -49,6 +49,8 @@ class View:
                 self._extractors.setdefault(atom.relation, []).append(ex)
         self._arity = {t: len(cols) for t, cols in gcq.schema.items() if t != plan.core_relation}
         self._tables: dict[str, dict[tuple, int]] = {t: {} for t in self._extractors}
+        if self._core is not None:  # one copy of each base table: the outer view validates
+            self._core._drop_stores(self._tables)
         self._materialized: dict[tuple, int] | None = None if plan.free_connex else {}
         self._subscribers: list[Callable[[Change], Any]] = []
 
@@ -177,6 +179,12 @@ class View:
         return unsubscribe
 
     # -- internals ----------------------------------------------------------------------
+    def _drop_stores(self, kept_elsewhere: Mapping[str, dict]) -> None:
+        for t in kept_elsewhere:
+            self._tables.pop(t, None)
+        if self._core is not None:
+            self._core._drop_stores(kept_elsewhere)
+
     def _store(self, name: str) -> dict[tuple, int] | None:
         """The stored rows of a table this view (or its core) reads, for validating deletes."""
         store = self._tables.get(name)
