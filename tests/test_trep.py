@@ -2,6 +2,8 @@
 
 import random
 
+import pytest
+
 from ivm_layer.engine.groups import OrderedGroup
 from ivm_layer.engine.view import View
 from ivm_layer.planner import plan_from_tree
@@ -51,7 +53,11 @@ def test_fig4_update_delete_restores():
     assert view._trep.rho(n["xy"].id) == {(1, 2): 4}
 
 
-def test_ordered_group_against_reference():
+@pytest.mark.parametrize("load", [3, 256])  # 3: many chunks, splits and the Fenwick tree
+def test_ordered_group_against_reference(load, monkeypatch):
+    import ivm_layer.engine.groups as groups
+
+    monkeypatch.setattr(groups, "_LOAD", load)
     rng = random.Random(7)
     for _ in range(50):
         g, ref = OrderedGroup(0), {}
@@ -73,3 +79,4 @@ def test_ordered_group_against_reference():
             got = list(g.irange(lo, li, hi, hii))
             assert sorted(got) == sorted((u, m) for u, m in ref.items() if inside(u[0]))
             assert [u[0] for u, _ in got] == sorted(u[0] for u, _ in got)
+            assert [kv for b in g.buckets_in(lo, li, hi, hii) for kv in b.items()] == got

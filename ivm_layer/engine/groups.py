@@ -98,6 +98,10 @@ class OrderedGroup:
         ci, pos = self._locate(value)
         self._weights[ci][pos] += d
         self._csum[ci] += d
+        self._fen_add(ci, d)
+
+    def _fen_add(self, ci: int, d: int) -> None:
+        """Fenwick point update: chunk ``ci``'s total changed by ``d``."""
         fen = self._fen
         i = ci + 1
         n = len(fen)
@@ -132,12 +136,7 @@ class OrderedGroup:
             self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
             self._rebuild_fenwick()
         else:
-            fen = self._fen
-            i = ci + 1
-            n = len(fen)
-            while i < n:
-                fen[i] += w
-                i += i & -i
+            self._fen_add(ci, w)
 
     def _remove_value(self, value) -> None:
         ci, pos = self._locate(value)
@@ -151,12 +150,7 @@ class OrderedGroup:
             return
         if pos == len(chunk):
             self._maxes[ci] = chunk[-1]
-        fen = self._fen
-        i = ci + 1
-        n = len(fen)
-        while i < n:
-            fen[i] -= w
-            i += i & -i
+        self._fen_add(ci, -w)
 
     def _rebuild_fenwick(self) -> None:
         csum = self._csum
