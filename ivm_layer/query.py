@@ -14,7 +14,12 @@ from typing import Any
 from .errors import IVMError
 
 #: Comparison operators supported in predicates, with the operator obtained by swapping sides.
-FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "="}
+FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
+#: Order comparisons: the only ones that join atoms, are indexed and reasoned about transitively.
+ORDER_OPS = frozenset({"<", "<=", ">", ">=", "="})
+#: Filters of one column against constants (``offset`` holds the constant(s) or pattern).
+UNARY_OPS = frozenset({"in", "not in", "like", "not like", "ilike", "not ilike", "is null",
+                       "is not null", "never"})
 
 
 @dataclass(frozen=True)
@@ -55,6 +60,12 @@ class Predicate:
         return self if self.left == left else self.flipped()
 
     def __str__(self) -> str:
+        if self.op in ("is null", "is not null"):
+            return f"{self.left} {self.op.upper()}"
+        if self.op == "never":
+            return f"{self.left} compared with NULL (never true)"
+        if self.op in UNARY_OPS:
+            return f"{self.left} {self.op.upper()} {self.offset!r}"
         if self.right is None:
             return f"{self.left} {self.op} {self.offset!r}"
         off = self.offset

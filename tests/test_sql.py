@@ -27,7 +27,14 @@ def test_star_and_table_star_and_aliases():
 @pytest.mark.parametrize("sql, fragment", [
     ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b", "LEFT OUTER JOIN"),
     ("SELECT r.a FROM r WHERE r.a = 1 OR r.b = 2", "OR"),
-    ("SELECT r.a FROM r WHERE r.a <> 1", "<>"),
+    ("SELECT r.a FROM r, s WHERE r.a <> s.c", "<> between columns of different tables"),
+    ("SELECT r.a FROM r WHERE r.a < now()", "non-deterministic function now()"),
+    ("SELECT r.a FROM r WHERE r.a < random()", "non-deterministic function"),
+    ("SELECT r.a FROM r WHERE r.a < abs(r.b)", "function abs()"),
+    ("SELECT r.a FROM r WHERE r.a IN (SELECT b FROM s)", "IN (subquery)"),
+    ("SELECT r.a FROM r WHERE NOT r.a < 1", "NOT of this condition"),
+    ("SELECT r.a FROM r, s WHERE r.a < s.c + INTERVAL '1 month'", "interval unit 'month'"),
+    ("SELECT r.a FROM r WHERE r.a + 1 IN (1, 2)", "on an expression"),
     ("SELECT r.a FROM (SELECT * FROM r) r", "FROM item"),
     ("SELECT r.a + 1 FROM r", "SELECT item"),
     ("SELECT r.a FROM r GROUP BY r.a", "GROUP"),
@@ -47,6 +54,7 @@ def test_unsupported_constructs_name_the_construct_and_position(sql, fragment):
     ("SELECT b FROM r, s", "ambiguous"),
     ("SELECT r.a FROM r, r", "duplicate table alias"),
     ("SELEC r.a FROM r", "cannot parse"),
+    ("SELECT r.a FROM r JOIN s USING (z)", "must exist on both sides"),
 ])
 def test_sql_errors(sql, fragment):
     with pytest.raises(SQLError) as e:
@@ -56,7 +64,7 @@ def test_sql_errors(sql, fragment):
 
 def test_position_is_reported():
     with pytest.raises(UnsupportedSQLError) as e:
-        ivm_layer.compile_view("SELECT r.a\nFROM r\nWHERE r.a <> 1", SCHEMA)
+        ivm_layer.compile_view("SELECT r.a\nFROM r\nWHERE r.a = 1 OR r.b = 2", SCHEMA)
     assert "line 3" in str(e.value)
 
 

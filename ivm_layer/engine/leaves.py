@@ -18,6 +18,7 @@ from ..query import GCQ
 from .predicates import compile_filter, projector
 
 _NUMERIC = (int, float, decimal.Decimal, fractions.Fraction)
+_TEMPORAL = frozenset({"timestamp", "timestamptz", "date"})
 
 
 _KIND_BY_TYPE: dict[type, str] = {int: "number", float: "number", bool: "number",
@@ -47,10 +48,10 @@ def value_kind(v: Any) -> str:
 class LeafExtractor:
     """Turns rows of one table into tuples of one atom's leaf."""
 
-    __slots__ = ("atom", "alias", "arity", "extract", "eqs", "strict", "filter", "ordered", "kinds")
+    __slots__ = ("atom", "alias", "arity", "extract", "eqs", "strict", "filter", "ordered", "kinds", "temporal")
 
     def __init__(self, gcq: GCQ, atom: int, order: list[str], strict: set[str],
-                 filters, kinds: dict[str, str], ordered_vars: set[str]):
+                 filters, kinds: dict[str, str], ordered_vars: set[str], temporal: set[str] = frozenset()):
         a = gcq.atoms[atom]
         self.atom = atom
         self.alias = a.alias
@@ -72,6 +73,7 @@ class LeafExtractor:
         self.filter: Callable[[tuple], bool] | None = compile_filter(filters, leaf_pos)
         self.ordered = [(i, v) for i, v in enumerate(order) if v in ordered_vars]
         self.kinds = kinds  # shared across leaves: var -> kind, once known
+        self.temporal = temporal
 
     def tuple_of(self, row: tuple) -> tuple | None:
         """The leaf tuple of ``row``, or None if the row can never contribute."""
@@ -97,6 +99,10 @@ class LeafExtractor:
             if x is None:
                 continue
             k = by_type.get(type(x)) or value_kind(x)
+            if v in self.temporal and k not in _TEMPORAL:
+                raise UpdateError(
+                    f"value {x!r} ({k}) of {v} (atom {self.alias}) gets an interval offset and must be a "
+                    "timestamp or date; no change was applied")
             want = kinds.get(v) or pending.get(v)
             if want is None:
                 pending[v] = k
@@ -106,17 +112,34 @@ class LeafExtractor:
                     f"(atom {self.alias}); no change was applied")
 
 
-def ordered_variable_kinds(gcq: GCQ) -> tuple[dict[str, str | None], set[str]]:
-    """Variables read by comparisons, with the kind their constants fix (None = set by data)."""
+def ordered_variable_kinds(gcq: GCQ) -> tuple[dict[str, str | None], set[str], set[str]]:
+    """Variables read by comparisons, with the kind their constants fix (None = set by data);
+    the strict variables (a NULL there means the row can never contribute); and the variables
+    that must hold timestamps or dates (they get interval offsets)."""
     kinds: dict[str, str | None] = {}
+    temporal: set[str] = set()
+    strict: set[str] = set()
     for p in gcq.predicates:
+        if p.op in ("is null", "is not null", "never"):
+            continue
+        strict |= p.vars
+        if p.op in ("like", "not like", "ilike", "not ilike"):
+            kinds[p.left] = kinds.get(p.left) or "text"
+            continue
+        if p.op in ("in", "not in"):
+            kinds.setdefault(p.left, None)
+            known = [v for v in p.offset if v is not None]
+            if known and kinds[p.left] is None:
+                kinds[p.left] = value_kind(known[0])
+            continue
         for v in p.vars:
             kinds.setdefault(v, None)
         if p.right is None and p.offset is not None:
             kinds[p.left] = value_kind(p.offset)
+        elif isinstance(p.offset, datetime.timedelta) and p.offset:
+            temporal |= p.vars
         elif p.offset and isinstance(p.offset, _NUMERIC) and not isinstance(p.offset, bool):
             kinds[p.left] = kinds[p.right] = "number"
-    strict: set[str] = set(kinds)
     seen: dict[str, int] = {}
     for a in gcq.atoms:
         for v in a.varset:
@@ -128,7 +151,7 @@ def ordered_variable_kinds(gcq: GCQ) -> tuple[dict[str, str | None], set[str]]:
                     strict.add(v)
                 counted.add(v)
     strict |= {v for v, k in seen.items() if k >= 2}
-    return kinds, strict
+    return kinds, strict, temporal
 
 
 def bad_row(table: str, row: Any, arity: int) -> UpdateError:

@@ -3,43 +3,81 @@
 from __future__ import annotations
 
 import operator
+import re
 from typing import Any, Callable
 
 from ..query import Predicate
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq,
+    "<>": operator.ne,
 }
+
+
+def _like_regex(pattern: str, ignore_case: bool) -> "re.Pattern[str]":
+    """SQL LIKE pattern (``%`` any run, ``_`` one character) as a compiled regex."""
+    out = []
+    for ch in pattern:
+        out.append(".*" if ch == "%" else "." if ch == "_" else re.escape(ch))
+    return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
+
+
+def _unary_check(p: Predicate, i: int) -> Callable[[tuple], bool]:
+    """One constant filter on position ``i`` under SQL semantics (NULL -> not true)."""
+    op, c = p.op, p.offset
+    if op == "never":
+        return lambda t: False
+    if op == "is null":
+        return lambda t: t[i] is None
+    if op == "is not null":
+        return lambda t: t[i] is not None
+    if op in ("in", "not in"):
+        values = [v for v in c if v is not None]
+        has_null = len(values) != len(c)
+        try:
+            members = frozenset(values)
+            member = members.__contains__
+        except TypeError:
+            member = values.__contains__
+        if op == "in":
+            return lambda t: t[i] is not None and member(t[i])
+        if has_null:  # x NOT IN (…, NULL) is never true
+            return lambda t: False
+        return lambda t: t[i] is not None and not member(t[i])
+    if op in ("like", "not like", "ilike", "not ilike"):
+        rx = _like_regex(c, op.endswith("ilike"))
+        full = rx.fullmatch
+        if op.startswith("not"):
+            return lambda t: isinstance(t[i], str) and full(t[i]) is None
+        return lambda t: isinstance(t[i], str) and full(t[i]) is not None
+    fn = OPS[op]
+    if c is None:
+        return lambda t: False
+    return lambda t: t[i] is not None and fn(t[i], c)
 
 
 def compile_filter(preds: list[Predicate], pos: dict[str, int]) -> Callable[[tuple], bool] | None:
     """A function ``f(t) -> bool`` checking every predicate over one tuple (None if no predicate)."""
     if not preds:
         return None
-    checks = []
+    checks: list[Callable[[tuple], bool]] = []
     for p in preds:
-        op = OPS[p.op]
         i = pos[p.left]
         if p.right is None:
-            c = p.offset
-            if c is None:  # comparison with NULL: never true
-                return lambda t: False
-            checks.append((op, i, None, c))
+            checks.append(_unary_check(p, i))
+            continue
+        op, j, c = OPS[p.op], pos[p.right], p.offset or 0
+        if c:
+            checks.append(lambda t, op=op, i=i, j=j, c=c: t[i] is not None and t[j] is not None and op(t[i], t[j] + c))
         else:
-            checks.append((op, i, pos[p.right], p.offset or 0))
+            checks.append(lambda t, op=op, i=i, j=j: t[i] is not None and t[j] is not None and op(t[i], t[j]))
+    if len(checks) == 1:
+        return checks[0]
 
     def check(t: tuple) -> bool:
-        for op, i, j, c in checks:
-            a = t[i]
-            if a is None:
+        for f in checks:
+            if not f(t):
                 return False
-            if j is None:
-                if not op(a, c):
-                    return False
-            else:
-                b = t[j]
-                if b is None or not op(a, b + c if c else b):
-                    return False
         return True
 
     return check

@@ -28,7 +28,7 @@ class View:
         gcq = plan.gcq
         self.columns: list[str] = list(gcq.columns)
         self._trep = TRep(plan)
-        kinds, strict = ordered_variable_kinds(gcq)
+        kinds, strict, temporal = ordered_variable_kinds(gcq)
         ordered = set(kinds) | set(extra_ordered)
         self._kinds: dict[str, str] = shared_kinds if shared_kinds is not None else {}
         for v, k in kinds.items():
@@ -42,7 +42,7 @@ class View:
         self._extractors: dict[str, list[LeafExtractor]] = {}
         for i, atom in enumerate(gcq.atoms):
             leaf = self._trep.leaves[i]
-            ex = LeafExtractor(gcq, i, leaf.form, strict, leaf.node.filters, self._kinds, ordered)
+            ex = LeafExtractor(gcq, i, leaf.form, strict, leaf.node.filters, self._kinds, ordered, temporal)
             if atom.relation == plan.core_relation:
                 self._core_extractor = ex
             else:

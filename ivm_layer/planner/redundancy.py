@@ -13,13 +13,15 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..query import Predicate
+from ..query import ORDER_OPS, Predicate
 
 # An edge a -> b with (bound, strict) encodes  a - b < bound  (strict) or  a - b <= bound.
 _Edge = tuple[str, str, Any, bool]
 
 
 def _edges(p: Predicate) -> list[_Edge]:
+    if p.op not in ORDER_OPS or p.right is None:
+        return []
     a, b, c = p.left, p.right, p.offset or 0
     if p.op == "<":
         return [(a, b, c, True)]
@@ -69,7 +71,7 @@ def drop_implied_inequalities(preds: list[Predicate]) -> tuple[list[Predicate], 
     kept = list(preds)
     dropped: list[Predicate] = []
     for p in list(preds):
-        if p.right is None or p.op == "=" or p.left == p.right:
+        if p.right is None or p.op not in ORDER_OPS or p.op == "=" or p.left == p.right:
             continue
         others = [q for q in kept if q is not p and q.right is not None]
         try:

@@ -1,8 +1,10 @@
 """Translate the select–from–where subset of SQL into a :class:`~ivm_layer.query.GCQ`.
 
 Supported: ``SELECT`` of columns, ``t.*`` or ``*`` (with column aliases); ``FROM`` lists and
-``[INNER|CROSS] JOIN … ON``; table aliases including self-joins; ``WHERE``/``ON``
-conjunctions of ``=, <, <=, >, >=`` between columns, ``column ± constant`` and constants.
+``[INNER|CROSS] JOIN … ON / USING``; table aliases including self-joins; ``WHERE``/``ON``
+conjunctions of ``=, <, <=, >, >=`` and ``BETWEEN`` between columns, ``column ± constant``
+(numbers, or fixed-length ``INTERVAL``s for timestamps) and constants; leaf filters
+``<>``, ``[NOT] IN (…)``, ``[NOT] [I]LIKE``, ``IS [NOT] NULL`` on one table's columns.
 Equalities between columns become shared variables (union–find); every other comparison
 becomes a :class:`~ivm_layer.query.Predicate`. Anything else raises
 :class:`~ivm_layer.errors.UnsupportedSQLError` naming the construct and its position.
@@ -10,6 +12,8 @@ becomes a :class:`~ivm_layer.query.Predicate`. Anything else raises
 
 from __future__ import annotations
 
+import datetime
+import re
 from decimal import Decimal
 from typing import Any
 
@@ -18,9 +22,13 @@ from sqlglot import exp
 from sqlglot.errors import ParseError
 
 from ..errors import SQLError, UnsupportedSQLError
-from ..query import FLIP, GCQ, Atom, Predicate, normalize_schema
+from ..query import FLIP, GCQ, UNARY_OPS, Atom, Predicate, normalize_schema
 
-_OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">="}
+_OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NEQ: "<>"}
+_NONDETERMINISTIC = {"now", "current_timestamp", "current_date", "current_time", "random", "rand",
+                     "uuid", "gen_random_uuid", "clock_timestamp", "statement_timestamp",
+                     "transaction_timestamp", "localtimestamp", "localtime", "today", "get_current_time",
+                     "timeofday", "setseed", "nextval", "currval"}
 _ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint"}
 
 
@@ -127,9 +135,9 @@ class _Translator:
                 raise _unsupported(f"{side} OUTER JOIN", join)
             if kind not in ("", "INNER", "CROSS"):
                 raise _unsupported(f"{kind} JOIN", join)
-            if join.args.get("using"):
-                raise _unsupported("JOIN … USING (not yet supported by the engine)", join)
             self._add_table(join.this)
+            for ident in join.args.get("using") or []:
+                self._add_using(ident.name.lower(), join)
             if join.args.get("on") is not None:
                 conditions.append(join.args["on"])
         where = sel.args.get("where")
@@ -155,6 +163,18 @@ class _Translator:
             raise SQLError(f"duplicate table alias {alias!r}{_position(node)}: give each occurrence its own alias")
         self.aliases[alias] = name
         self.alias_order.append(alias)
+
+    def _add_using(self, name: str, join: exp.Join) -> None:
+        """``JOIN t USING (c)``: t.c equals the c of the single earlier FROM item that has it."""
+        right = self.alias_order[-1]
+        earlier = [a for a in self.alias_order[:-1] if name in self.tables[self.aliases[a]]]
+        if name not in self.tables[self.aliases[right]] or not earlier:
+            raise SQLError(f"USING column {name!r} must exist on both sides of the join{_position(join)}")
+        if len(earlier) > 1:
+            raise SQLError(f"USING column {name!r} is ambiguous on the left side ({', '.join(earlier)}){_position(join)}")
+        for a in (earlier[0], right):
+            self.referenced.add(f"{a}.{name}")
+        self.uf.union(f"{earlier[0]}.{name}", f"{right}.{name}")
 
     # -- columns ------------------------------------------------------------------------
     def _column(self, col: exp.Column) -> str:
@@ -198,18 +218,35 @@ class _Translator:
                 return _Side(right.column, _add(right.offset, left.offset, 1, node))
             if left.column is None and right.column is None:
                 return _Side(None, _add(left.offset, right.offset, sign, node))
+        if isinstance(node, exp.Func):
+            name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
+            if name in _NONDETERMINISTIC or isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)):
+                raise _unsupported(f"non-deterministic function {name}() (its value changes without any update)", node)
+            raise _unsupported(f"function {name}() in a comparison (only column ± constant and constants)", node)
         raise _unsupported("expression in a comparison (only column ± constant and constants)", node)
 
     def _add_comparison(self, node: exp.Expression) -> None:
         node = _strip_parens(node)
+        if isinstance(node, exp.Not):
+            inner = _strip_parens(node.this)
+            if isinstance(inner, (exp.In, exp.Like, exp.ILike, exp.Is)):
+                return self._add_unary(inner, negate=True)
+            raise _unsupported("NOT of this condition (only NOT IN, NOT LIKE, IS NOT NULL)", node)
+        if isinstance(node, (exp.In, exp.Like, exp.ILike, exp.Is)):
+            return self._add_unary(node, negate=bool(node.args.get("negate")))
+        if isinstance(node, exp.Between):
+            self._add_binary(node.this, ">=", node.args["low"], node)
+            self._add_binary(node.this, "<=", node.args["high"], node)
+            return
         op = _OPS.get(type(node))
         if op is None:
             if isinstance(node, exp.Or):
                 raise _unsupported("OR in WHERE/ON (only conjunctions of comparisons)", node)
-            if isinstance(node, exp.NEQ):
-                raise _unsupported("<> / != comparison (not yet supported by the engine)", node)
-            raise _unsupported(f"{type(node).__name__} condition (only =, <, <=, >, >= comparisons)", node)
-        left, right = self._side(node.this), self._side(node.expression)
+            raise _unsupported(f"{type(node).__name__} condition (only comparisons, BETWEEN, IN, LIKE, IS NULL)", node)
+        self._add_binary(node.this, op, node.expression, node)
+
+    def _add_binary(self, lhs: exp.Expression, op: str, rhs: exp.Expression, node: exp.Expression) -> None:
+        left, right = self._side(lhs), self._side(rhs)
         if left.column is None and right.column is None:
             raise _unsupported("comparison between two constants", node)
         if left.column is None:  # constant op column  ->  column op' constant
@@ -217,7 +254,41 @@ class _Translator:
         if right.column is not None and op == "=" and not _nonzero(left.offset) and not _nonzero(right.offset):
             self.uf.union(left.column, right.column)
             return
+        if op == "<>" and right.column is not None and left.column.split(".")[0] != right.column.split(".")[0]:
+            raise _unsupported("<> between columns of different tables (it cannot be indexed)", node)
+        if right.column is None and right.offset is None:
+            self.comparisons.append((left, "never", right, node))  # comparison with NULL: never true
+            return
         self.comparisons.append((left, op, right, node))
+
+    def _add_unary(self, node: exp.Expression, negate: bool) -> None:
+        target = _strip_parens(node.this)
+        if not isinstance(target, exp.Column):
+            raise _unsupported(f"{type(node).__name__.upper()} on an expression (only on a column)", node)
+        col = _Side(self._column(target), 0)
+        if isinstance(node, exp.Is):
+            if not isinstance(node.expression, exp.Null):
+                raise _unsupported("IS with something other than NULL", node)
+            self.comparisons.append((col, "is not null" if negate else "is null", _Side(None, None), node))
+            return
+        if isinstance(node, exp.In):
+            if node.args.get("query") is not None or node.args.get("unnest") is not None:
+                raise _unsupported("IN (subquery)", node)
+            values = []
+            for item in node.expressions:
+                v = _constant(item)
+                if v is _NOT_CONST:
+                    raise _unsupported("IN list item that is not a constant", item)
+                values.append(v)
+            self.comparisons.append((col, "not in" if negate else "in", _Side(None, tuple(values)), node))
+            return
+        pattern = _constant(node.expression)
+        if not isinstance(pattern, str):
+            raise _unsupported("LIKE pattern that is not a string constant", node)
+        if node.args.get("escape") is not None:
+            raise _unsupported("LIKE … ESCAPE", node)
+        op = ("not " if negate else "") + ("ilike" if isinstance(node, exp.ILike) else "like")
+        self.comparisons.append((col, op, _Side(None, pattern), node))
 
     # -- SELECT -------------------------------------------------------------------------
     def _outputs(self) -> list[tuple[str, str]]:
@@ -262,7 +333,9 @@ class _Translator:
             atoms.append(Atom(table, alias, vars_))
         preds: list[Predicate] = []
         for left, op, right, _node in self.comparisons:
-            if right.column is None:
+            if op in UNARY_OPS:
+                preds.append(Predicate(find(left.column), op, None, right.offset))
+            elif right.column is None:
                 preds.append(Predicate(find(left.column), op, None, _sub(right.offset, left.offset)))
             else:
                 offset = _sub(right.offset, left.offset)
@@ -296,8 +369,43 @@ def _conjuncts(node: exp.Expression):
         yield node
 
 
+_INTERVAL_UNITS = {
+    "microsecond": "microseconds", "microseconds": "microseconds", "us": "microseconds",
+    "millisecond": "milliseconds", "milliseconds": "milliseconds", "ms": "milliseconds",
+    "second": "seconds", "seconds": "seconds", "sec": "seconds", "secs": "seconds", "s": "seconds",
+    "minute": "minutes", "minutes": "minutes", "min": "minutes", "mins": "minutes", "m": "minutes",
+    "hour": "hours", "hours": "hours", "h": "hours", "hr": "hours", "hrs": "hours",
+    "day": "days", "days": "days", "d": "days",
+    "week": "weeks", "weeks": "weeks", "w": "weeks",
+}
+
+
+def _interval(node: exp.Interval) -> datetime.timedelta:
+    """``INTERVAL '1 hour'`` / ``INTERVAL 2 MINUTE`` as a timedelta (fixed-length units only)."""
+    text = node.this.name if node.this is not None else ""
+    unit = node.args.get("unit")
+    parts = text.split()
+    if unit is not None:
+        unit_name = unit.name.lower()
+        amount_text = text
+    elif len(parts) == 2:
+        amount_text, unit_name = parts[0], parts[1].lower()
+    else:
+        raise _unsupported("interval literal (use e.g. INTERVAL '1 hour')", node)
+    key = _INTERVAL_UNITS.get(unit_name)
+    if key is None:
+        raise _unsupported(f"interval unit {unit_name!r} (months and years have no fixed length)", node)
+    try:
+        amount = float(amount_text)
+    except ValueError:
+        raise _unsupported("interval literal (use e.g. INTERVAL '1 hour')", node) from None
+    return datetime.timedelta(**{key: amount})
+
+
 def _constant(node: exp.Expression) -> Any:
     node = _strip_parens(node)
+    if isinstance(node, exp.Interval):
+        return _interval(node)
     if isinstance(node, exp.Neg):
         inner = _constant(node.this)
         if inner is _NOT_CONST or isinstance(inner, str):
@@ -326,11 +434,22 @@ def _nonzero(value: Any) -> bool:
 def _add(a: Any, b: Any, sign: int, node: exp.Expression) -> Any:
     if isinstance(a, str) or isinstance(b, str) or a is None or b is None:
         raise _unsupported("arithmetic on a string or NULL constant", node)
-    return a + b if sign > 0 else a - b
+    if _is_zero(a):  # a column's implicit offset: keep the other constant's type (e.g. an interval)
+        return b if sign > 0 else -b
+    try:
+        return a + b if sign > 0 else a - b
+    except TypeError:
+        raise _unsupported("arithmetic between constants of different types", node) from None
+
+
+def _is_zero(value: Any) -> bool:
+    return type(value) is int and value == 0
 
 
 def _sub(a: Any, b: Any) -> Any:
     """``a - b`` for offsets, where ``a`` may be a constant of any type and ``b`` a numeric offset."""
     if not b:
         return a
+    if _is_zero(a):
+        return -b
     return a - b
