@@ -98,6 +98,7 @@ class GCQ:
     output: list[str]
     columns: list[str]
     schema: dict[str, list[str]] = field(default_factory=dict)
+    distinct: bool = False  # SELECT DISTINCT: set semantics on top of the bag
 
     @property
     def out(self) -> frozenset[str]:

@@ -38,7 +38,7 @@ def test_star_and_table_star_and_aliases():
     ("SELECT r.a FROM (SELECT * FROM r) r", "FROM item"),
     ("SELECT r.a + 1 FROM r", "SELECT item"),
     ("SELECT r.a FROM r GROUP BY r.a", "GROUP"),
-    ("SELECT DISTINCT r.a FROM r", "DISTINCT"),
+    ("SELECT DISTINCT ON (r.a) r.a FROM r", "DISTINCT ON"),
     ("SELECT r.a FROM r WHERE r.a * 2 < 3", "expression"),
 ])
 def test_unsupported_constructs_name_the_construct_and_position(sql, fragment):

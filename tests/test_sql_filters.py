@@ -29,6 +29,8 @@ QUERIES = [
     "SELECT r.id, s.v FROM r, s WHERE r.k = s.k AND s.ts > r.ts AND s.ts < r.ts + INTERVAL '2 hours'",
     "SELECT r.id, s.v FROM r, s WHERE r.k = s.k AND s.ts BETWEEN r.ts - INTERVAL 30 MINUTE AND r.ts",
     "SELECT r.id, x.id FROM r, r x WHERE r.k = x.k AND r.id <> r.k AND r.name IS NOT NULL AND x.name IN ('apple', 'banana')",
+    "SELECT DISTINCT r.k, s.v FROM r, s WHERE r.k = s.k",
+    "SELECT DISTINCT r.name FROM r, s WHERE r.k = s.k AND s.ts > r.ts",
 ]
 
 
@@ -56,7 +58,8 @@ def test_filters_match_duckdb(sql):
             row, k = rng.choice(present), -1
         else:
             row, k = _row(rng, table), rng.choice([1, 1, 2])
-        view.apply({table: [(row, k)]})
+        before = dict(view.rows())
+        change = view.diff({table: [(row, k)]})
         bag[table][row] += k
         if k > 0:
             con.executemany(f"INSERT INTO {table} VALUES ({', '.join('?' * len(row))})", [row] * k)
@@ -64,7 +67,12 @@ def test_filters_match_duckdb(sql):
             con.execute(f"DELETE FROM {table} WHERE rowid = (SELECT min(rowid) FROM {table} WHERE "
                         + " AND ".join(f"{c} IS NOT DISTINCT FROM ?" for c in SCHEMA[table]) + ")", list(row))
         expected = collections.Counter(map(tuple, con.execute(sql).fetchall()))
-        assert collections.Counter(dict(view.rows())) == expected, sql
+        after = dict(view.rows())
+        assert collections.Counter(after) == expected, sql
+        assert len(view) == sum(expected.values())
+        delta = collections.Counter(after)
+        delta.subtract(collections.Counter(before))
+        assert dict(change) == {r: d for r, d in delta.items() if d}, sql
         checked += 1
     assert checked == 120
 

@@ -51,7 +51,10 @@ class View:
         self._tables: dict[str, dict[tuple, int]] = {t: {} for t in self._extractors}
         if self._core is not None:  # one copy of each base table: the outer view validates
             self._core._drop_stores(self._tables)
-        self._materialized: dict[tuple, int] | None = None if plan.free_connex else {}
+        # The bag's counts are kept when the view is not free-connex (the projection is
+        # materialized) or DISTINCT (a row enters/leaves the set when its count crosses zero).
+        self._distinct = gcq.distinct
+        self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
 
     # -- introspection ------------------------------------------------------------------
@@ -92,7 +95,10 @@ class View:
         from ..errors import ConcurrentModificationError
 
         v0 = self._trep.version
-        for item in self._materialized.items():
+        items = self._materialized.items()
+        if self._distinct:
+            items = ((row, 1) for row in self._materialized)
+        for item in items:
             yield item
             if self._trep.version != v0:
                 raise ConcurrentModificationError(
@@ -104,7 +110,10 @@ class View:
                 yield row
 
     def __len__(self) -> int:
-        """Total multiplicity (bag size), O(1): the count kept at the GJT root."""
+        """Total multiplicity, O(1): the count kept at the GJT root (for DISTINCT, the number
+        of distinct rows)."""
+        if self._distinct:
+            return len(self._materialized)
         return self._trep.count
 
     def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
@@ -289,9 +298,12 @@ class View:
         self._trep.version += 1
         if change is None:
             return None
-        result = [(row, k) for row, k in change.items() if k]
+        bag_change = [(row, k) for row, k in change.items() if k]
+        result = bag_change
         if self._materialized is not None:
-            _merge(self._materialized, result)
+            if self._distinct:
+                result = _set_change(self._materialized, bag_change)
+            _merge(self._materialized, bag_change)
         if result:
             for cb in list(self._subscribers):
                 cb(list(result))
@@ -319,3 +331,16 @@ def _merge(gmr: dict[tuple, int], changes: Iterable[tuple[tuple, int]]) -> None:
             gmr[row] = v
         else:
             del gmr[row]
+
+
+def _set_change(counts: dict[tuple, int], change: list[tuple[tuple, int]]) -> list[tuple[tuple, int]]:
+    """The DISTINCT view's change for a bag change, given the bag's counts before it."""
+    out = []
+    for row, k in change:
+        before = counts.get(row, 0)
+        after = before + k
+        if before == 0 and after > 0:
+            out.append((row, 1))
+        elif before > 0 and after == 0:
+            out.append((row, -1))
+    return out

@@ -54,6 +54,9 @@ class Plan:
                 f"delta enumeration of the free-connex approximation over {{{', '.join(sorted(self.var_n))}}}"
                 f" (extra variables {', '.join(extra)}); memory grows with the output"
             )
+        elif self.gcq.distinct:
+            lines.append("materialized: the count of each distinct row (DISTINCT needs to see counts cross zero); "
+                         "memory grows with the output")
         elif self.core is None:
             lines.append("materialized: nothing beyond the T-representation (memory linear in the input)")
         if self.core is not None:

@@ -29,7 +29,7 @@ _NONDETERMINISTIC = {"now", "current_timestamp", "current_date", "current_time",
                      "uuid", "gen_random_uuid", "clock_timestamp", "statement_timestamp",
                      "transaction_timestamp", "localtimestamp", "localtime", "today", "get_current_time",
                      "timeofday", "setseed", "nextval", "currval"}
-_ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint"}
+_ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint", "distinct"}
 
 
 def _position(node: exp.Expression | None) -> str:
@@ -123,6 +123,9 @@ class _Translator:
                 raise _unsupported(f"{key.upper()} clause (not yet supported by the engine)", node)
         if sel.args.get("kind"):
             raise _unsupported(f"SELECT {sel.args['kind']}", sel)
+        distinct = sel.args.get("distinct")
+        if distinct is not None and distinct.args.get("on") is not None:
+            raise _unsupported("DISTINCT ON", distinct)
         from_ = sel.args.get("from_") or sel.args.get("from")
         if from_ is None:
             raise SQLError("an incremental view needs a FROM clause")
@@ -147,7 +150,9 @@ class _Translator:
             for conj in _conjuncts(cond):
                 self._add_comparison(conj)
         outputs = self._outputs()
-        return self._build(outputs)
+        gcq = self._build(outputs)
+        gcq.distinct = distinct is not None
+        return gcq
 
     def _add_table(self, node: exp.Expression) -> None:
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):

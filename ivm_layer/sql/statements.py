@@ -1,0 +1,244 @@
+"""Classify SQL statements for a session: incremental view DDL, SELECTs, everything else.
+
+sqlglot does not know ``CREATE INCREMENTAL [MATERIALIZED] VIEW`` (it would fall back to an
+opaque command), so a token pre-pass recognizes the statement head, strips the two
+keywords and parses the rest as an ordinary ``CREATE VIEW``: the result carries a parsed
+:class:`sqlglot.exp.Create` whose body is the view's ``SELECT``.
+
+:func:`split_statements` cuts a multi-statement string at top-level semicolons with the
+dialect's tokenizer and keeps each statement's original text (what is passed to the
+database is exactly what the user wrote).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.dialects.dialect import Dialect
+from sqlglot.errors import SqlglotError
+from sqlglot.tokens import TokenType
+
+from ..errors import SQLError
+
+
+@dataclass
+class CreateIncrementalView:
+    """``CREATE [OR REPLACE] INCREMENTAL [MATERIALIZED] VIEW [IF NOT EXISTS] name [(cols)] AS body``."""
+    text: str
+    name: str
+    select_sql: str
+    materialized: bool = False
+    or_replace: bool = False
+    if_not_exists: bool = False
+    columns: list[str] | None = None
+    tables: list[str] = field(default_factory=list)
+    create: exp.Create | None = field(default=None, repr=False, compare=False)
+
+    def definition(self, dialect: str = "duckdb") -> str:
+        """A normalized statement text that :func:`classify` parses back to this statement."""
+        cols = f" ({', '.join(_quote(c) for c in self.columns)})" if self.columns else ""
+        mat = "MATERIALIZED " if self.materialized else ""
+        return f"CREATE INCREMENTAL {mat}VIEW {_quote(self.name)}{cols} AS {self.select_sql}"
+
+
+@dataclass
+class DropView:
+    """``DROP VIEW [IF EXISTS] name`` (one or more names)."""
+    text: str
+    names: list[str]
+    if_exists: bool = False
+
+
+@dataclass
+class SelectStatement:
+    """A query (``SELECT``, set operations, ``WITH … SELECT``) and the table names it references."""
+    text: str
+    tables: list[str]
+
+
+@dataclass
+class TransactionControl:
+    """``BEGIN`` / ``START TRANSACTION``, ``COMMIT`` / ``END``, ``ROLLBACK`` / ``ABORT``."""
+    text: str
+    action: str  # "begin" | "commit" | "rollback"
+
+
+@dataclass
+class Passthrough:
+    """Anything else, passed to the database unchanged.
+
+    ``kind`` is the sqlglot expression class name in upper case (``INSERT``, ``UPDATE``,
+    ``DELETE``, ``DROP``, ``COPY``, …) or ``UNKNOWN`` when sqlglot cannot parse it;
+    ``tables`` the table names it references (empty when unknown); ``targets`` the tables it
+    writes or drops, when known (None = unknown, assume it may write anything);
+    ``drop_kind``/``alter`` describe DDL on tables."""
+    text: str
+    kind: str
+    tables: list[str] = field(default_factory=list)
+    targets: list[str] | None = None
+    drop_kind: str | None = None
+
+
+Statement = CreateIncrementalView | DropView | SelectStatement | TransactionControl | Passthrough
+
+
+def _quote(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def _tokenize(sql: str, dialect: str):
+    return Dialect.get_or_raise(dialect).tokenize(sql)
+
+
+def split_statements(sql: str, dialect: str = "duckdb") -> list[str]:
+    """Split a string into statement texts at top-level semicolons (empty statements dropped)."""
+    try:
+        tokens = _tokenize(sql, dialect)
+    except SqlglotError:
+        return [sql.strip()] if sql.strip() else []
+    out: list[str] = []
+    start = None
+    end = None
+    for tok in tokens:
+        if tok.token_type == TokenType.SEMICOLON:
+            if start is not None:
+                out.append(sql[start:end + 1])
+            start = end = None
+            continue
+        if start is None:
+            start = tok.start
+        end = tok.end
+    if start is not None:
+        out.append(sql[start:end + 1])
+    return out
+
+
+def _table_names(node: exp.Expression) -> list[str]:
+    names: list[str] = []
+    ctes = {c.alias_or_name.lower() for c in node.find_all(exp.CTE)}
+    for t in node.find_all(exp.Table):
+        if not isinstance(t.this, exp.Identifier):
+            continue
+        if t.args.get("db") or t.args.get("catalog"):
+            db = t.args.get("db")
+            if db is None or db.name.lower() not in ("main", "temp") or t.args.get("catalog"):
+                continue  # another schema: never a session view or a tracked table
+        name = t.name.lower()
+        if name in ctes and not t.args.get("db"):
+            continue
+        if name not in names:
+            names.append(name)
+    return names
+
+
+def _head(sql: str, dialect: str):
+    try:
+        return _tokenize(sql, dialect)
+    except SqlglotError:
+        return []
+
+
+def classify(sql: str, dialect: str = "duckdb") -> Statement:
+    """Classify one statement (see the dataclasses above)."""
+    text = sql.strip().rstrip(";").strip()
+    tokens = _head(text, dialect)
+    words = [t.text.upper() for t in tokens[:6]]
+    if words[:1] in (["BEGIN"], ["START"]) and (words[0] == "BEGIN" or words[1:2] == ["TRANSACTION"]):
+        return TransactionControl(text, "begin")
+    if words[:1] in (["COMMIT"], ["END"]):
+        return TransactionControl(text, "commit")
+    if words[:1] in (["ROLLBACK"], ["ABORT"]):
+        return TransactionControl(text, "rollback")
+    create = _incremental_head(text, tokens)
+    if create is not None:
+        return _parse_incremental(text, tokens, create, dialect)
+    try:
+        node = sqlglot.parse_one(text, read=dialect)
+    except SqlglotError:
+        return Passthrough(text, "UNKNOWN")
+    if node is None:
+        return Passthrough(text, "UNKNOWN")
+    if isinstance(node, exp.Query):
+        return SelectStatement(text, _table_names(node))
+    if isinstance(node, exp.Drop):
+        kind = str(node.args.get("kind") or "").upper()
+        targets = [t.name.lower() for t in node.find_all(exp.Table)]
+        if kind == "VIEW":
+            return DropView(text, targets, bool(node.args.get("exists")))
+        return Passthrough(text, "DROP", targets, targets, drop_kind=kind)
+    kind = type(node).__name__.upper()
+    tables = _table_names(node)
+    targets: list[str] | None = None
+    if isinstance(node, (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.TruncateTable)):
+        tgt = node.this
+        if isinstance(node, exp.TruncateTable):
+            targets = [t.name.lower() for t in node.expressions if isinstance(t, exp.Table)]
+        else:
+            if isinstance(tgt, exp.Schema):
+                tgt = tgt.this
+            targets = [tgt.name.lower()] if isinstance(tgt, exp.Table) else None
+    elif isinstance(node, exp.Alter):
+        tgt = node.this
+        targets = [tgt.name.lower()] if isinstance(tgt, exp.Table) else None
+    elif isinstance(node, exp.Command):
+        kind = "UNKNOWN"
+    return Passthrough(text, kind, tables, targets)
+
+
+def _incremental_head(text: str, tokens) -> tuple[int, bool, bool] | None:
+    """``(index of the VIEW token, or_replace, materialized)`` for an incremental view head."""
+    words = [t.text.upper() for t in tokens[:6]]
+    if not words or words[0] != "CREATE":
+        return None
+    i = 1
+    or_replace = False
+    if words[i:i + 2] == ["OR", "REPLACE"]:
+        or_replace = True
+        i += 2
+    if words[i:i + 1] != ["INCREMENTAL"]:
+        return None
+    i += 1
+    materialized = False
+    if words[i:i + 1] == ["MATERIALIZED"]:
+        materialized = True
+        i += 1
+    if words[i:i + 1] != ["VIEW"]:
+        raise SQLError(f"expected VIEW after CREATE {'OR REPLACE ' if or_replace else ''}INCREMENTAL"
+                       f"{' MATERIALIZED' if materialized else ''} at line {tokens[min(i, len(tokens) - 1)].line}"
+                       if len(tokens) > i else "incomplete CREATE INCREMENTAL VIEW statement")
+    return i, or_replace, materialized
+
+
+def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect: str) -> CreateIncrementalView:
+    view_idx, or_replace, materialized = head
+    rest = ("CREATE OR REPLACE VIEW" if or_replace else "CREATE VIEW") + text[tokens[view_idx].end + 1:]
+    try:
+        node = sqlglot.parse_one(rest, read=dialect)
+    except SqlglotError as e:
+        raise SQLError(f"cannot parse CREATE INCREMENTAL VIEW: {e}") from None
+    if not isinstance(node, exp.Create) or str(node.args.get("kind") or "").upper() != "VIEW":
+        raise SQLError("cannot parse CREATE INCREMENTAL VIEW: expected CREATE … VIEW name AS SELECT …")
+    target = node.this
+    columns = None
+    if isinstance(target, exp.Schema):
+        columns = [c.name for c in target.expressions]
+        target = target.this
+    if not isinstance(target, exp.Table) or target.args.get("catalog") or (
+            target.args.get("db") and target.args["db"].name.lower() != "main"):
+        raise SQLError("an incremental view name must be a plain name (no schema)")
+    body = node.expression
+    if not isinstance(body, exp.Expression):
+        raise SQLError("CREATE INCREMENTAL VIEW needs AS SELECT …")
+    return CreateIncrementalView(
+        text=text,
+        name=target.name.lower(),
+        select_sql=body.sql(dialect=dialect),
+        materialized=materialized,
+        or_replace=or_replace,
+        if_not_exists=bool(node.args.get("exists")),
+        columns=columns,
+        tables=_table_names(body),
+        create=node,
+    )
