@@ -1,0 +1,2 @@
+-- Q11: the non-free-connex projection of Q5.
+SELECT R.b, R.c, S.e, S.f, T.h, T.i FROM R, S, T WHERE R.a < S.d AND S.d < T.g AND R.k = S.k
