@@ -35,6 +35,11 @@ def test_star_and_table_star_and_aliases():
     ("SELECT r.a FROM r WHERE NOT r.a < 1", "NOT of this condition"),
     ("SELECT r.a FROM r, s WHERE r.a < s.c + INTERVAL '1 month'", "interval unit 'month'"),
     ("SELECT r.a FROM r WHERE r.a + 1 IN (1, 2)", "on an expression"),
+    ("SELECT row_number() OVER (ORDER BY r.a) FROM r", "window function"),
+    ("SELECT count(*) FROM r", "aggregate function"),
+    ("SELECT r.a FROM r, s WHERE r.a = s.c OR r.b = s.b", "OR"),
+    ("SELECT r.a FROM r WHERE r.a IN (SELECT c FROM s)", "IN (subquery)"),
+    ("SELECT r.a FROM r, s WHERE r.b = s.b AND r.a > (SELECT max(c) FROM s)", "expression in a comparison"),
     ("SELECT r.a FROM (SELECT * FROM r) r", "FROM item"),
     ("SELECT r.a + 1 FROM r", "SELECT item"),
     ("SELECT r.a FROM r GROUP BY r.a", "GROUP"),
@@ -60,6 +65,15 @@ def test_sql_errors(sql, fragment):
     with pytest.raises(SQLError) as e:
         ivm_layer.compile_view(sql, SCHEMA)
     assert fragment in str(e.value)
+
+
+def test_postgres_flavoured_body():
+    sql = "SELECT r.a, s.c FROM r JOIN s ON r.b = s.b WHERE s.c < r.a + 2 AND r.a IS NOT NULL AND s.c <> 3"
+    view = ivm_layer.compile_view(sql, SCHEMA, dialect="postgres")
+    view.apply({"r": [((1, 1), 1), ((5, 2), 1), ((6, 2), 1)], "s": [((1, 2), 1), ((1, 6), 1), ((2, 3), 1), ((2, 4), 1)]})
+    assert dict(view.rows()) == {(1, 2): 1, (5, 4): 1, (6, 4): 1}  # s.c = 3 fails <> 3; 6 fails < r.a + 2
+    with pytest.raises(UnsupportedSQLError, match="cast"):
+        ivm_layer.compile_view("SELECT r.a FROM r WHERE r.b::int > 3", SCHEMA, dialect="postgres")
 
 
 def test_position_is_reported():

@@ -223,6 +223,8 @@ class _Translator:
                 return _Side(right.column, _add(right.offset, left.offset, 1, node))
             if left.column is None and right.column is None:
                 return _Side(None, _add(left.offset, right.offset, sign, node))
+        if isinstance(node, exp.Cast):
+            raise _unsupported("cast in a comparison (compare the column itself)", node)
         if isinstance(node, exp.Func):
             name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
             if name in _NONDETERMINISTIC or isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)):
@@ -320,7 +322,11 @@ class _Translator:
                 key = self._column(node)
                 outs.append((name or node.name.lower(), key))
                 continue
-            raise _unsupported("SELECT item that is not a column (expressions arrive with the full SQL front-end)", node)
+            if isinstance(node, exp.Window) or node.find(exp.Window) is not None:
+                raise _unsupported("window function", node)
+            if isinstance(node, exp.AggFunc) or node.find(exp.AggFunc) is not None:
+                raise _unsupported("aggregate function (GROUP BY views arrive with the aggregates issue)", node)
+            raise _unsupported("SELECT item that is not a column (computed columns are not supported yet)", node)
         if not outs:
             raise SQLError("empty SELECT list")
         return outs
