@@ -18,6 +18,7 @@ from .errors import (
     UnsupportedSQLError,
     UpdateError,
 )
+from .session import connect
 
 __version__ = "0.1.0"
 
@@ -30,4 +31,5 @@ __all__ = [
     "CyclicQueryError",
     "UpdateError",
     "ConcurrentModificationError",
+    "connect",
 ]

@@ -12,7 +12,6 @@ from .errors import IVMError
 _PENDING = {
     "shell": "the proxy CLI (`ivm shell`)",
     "daemon": "the CDC daemon on Spark",
-    "demo": "the fraud-detection demo on embedded DuckDB",
 }
 
 
@@ -46,6 +45,12 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     return 0
 
 
+def _cmd_demo(args: argparse.Namespace) -> int:
+    from .demo import run
+
+    return run(n=args.rows, batch=args.batch, seed=args.seed)
+
+
 def _cmd_bench(args: argparse.Namespace) -> int:
     try:
         from bench.engine_smoke import main as bench_main
@@ -65,6 +70,11 @@ def build_parser() -> argparse.ArgumentParser:
                     help='tables and columns: JSON {"r": ["a","b"]} or "r(a,b); s(b,c)"')
     ex.add_argument("--dialect", default="duckdb", help="SQL dialect of the query (default: duckdb)")
     ex.set_defaults(func=_cmd_explain)
+    de = sub.add_parser("demo", help="the fraud-detection example end to end on embedded DuckDB")
+    de.add_argument("--rows", type=int, default=20_000, help="transactions to stream (default 20000)")
+    de.add_argument("--batch", type=int, default=200, help="rows per INSERT statement (default 200)")
+    de.add_argument("--seed", type=int, default=7, help="random seed of the generated stream")
+    de.set_defaults(func=_cmd_demo)
     be = sub.add_parser("bench", help="run the engine benchmark (source checkout)")
     be.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to bench.engine_smoke")
     be.set_defaults(func=_cmd_bench)

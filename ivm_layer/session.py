@@ -22,11 +22,13 @@ database recompiles and reloads them from the current table contents when it con
 
 from __future__ import annotations
 
-import os
+import contextlib
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Iterator, Sequence
+from typing import Any, Self
 
 from connectors import duckdb as duck
+
 from .compile import compile_view
 from .engine.view import View
 from .errors import IVMError, SQLError
@@ -109,7 +111,7 @@ class _ViewState:
         return self.stmt.materialized
 
 
-def connect(url: str | None = None) -> "Session":
+def connect(url: str | None = None) -> Session:
     """Open a session. ``None``, ``"duckdb://"``, ``":memory:"``: in-memory DuckDB;
     ``"duckdb:///path/file.duckdb"`` or a path ending in ``.duckdb``: a DuckDB file."""
     import duckdb
@@ -120,7 +122,7 @@ def connect(url: str | None = None) -> "Session":
         path = url[len("duckdb:///"):]  # duckdb:///rel.duckdb, duckdb:////abs/path.duckdb
     elif url.startswith("duckdb://"):
         path = url[len("duckdb://"):]
-    elif "://" not in url and (url.endswith(".duckdb") or url.endswith(".db")):
+    elif "://" not in url and url.endswith((".duckdb", ".db")):
         path = url
     else:
         scheme = url.split("://", 1)[0] if "://" in url else url
@@ -181,7 +183,7 @@ class Session:
             self._closed = True
             self._conn.close()
 
-    def __enter__(self) -> "Session":
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc) -> None:
@@ -312,6 +314,8 @@ class Session:
         finally:
             if st.action == "rollback" or aborted:
                 self._undo(self._txn_undo)
+                for vs in self._views.values():  # TEMP tables built in the transaction are gone
+                    vs.temp_version = -1
                 for t, fp in self._txn_fps.items():
                     if t in self._trackers:
                         self._trackers[t].fingerprint = fp
@@ -389,10 +393,8 @@ class Session:
                                 st.definition(self.dialect)])
             self._conn.execute("COMMIT")
         except BaseException:
-            try:
+            with contextlib.suppress(Exception):
                 self._conn.execute("ROLLBACK")
-            except Exception:
-                pass
             for t in new_trackers:
                 self._trackers.pop(t, None)
             self._views.pop(name, None)

@@ -13,7 +13,6 @@ becomes a :class:`~ivm_layer.query.Predicate`. Anything else raises
 from __future__ import annotations
 
 import datetime
-import re
 from decimal import Decimal
 from typing import Any
 

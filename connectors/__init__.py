@@ -1,0 +1,1 @@
+"""Connectors: change capture from the backing databases into GMR deltas for the engine."""
