@@ -243,19 +243,12 @@ class Session:
         wrap = st.kind in _WRAPPED_KINDS
         undo: list = []
         fps = {t: tr.fingerprint for t, tr in self._trackers.items()}
-        if wrap:
-            self._conn.execute("BEGIN TRANSACTION")
-            try:
-                cur = self._run(st.text, params)
-                self._capture(tables, undo)
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._abort(undo, fps)
-                raise
-            return cur
-        cur = self._run(st.text, params)
+        if not wrap:  # statements that cannot run inside a transaction go first, on their own
+            cur = self._run(st.text, params)
         self._conn.execute("BEGIN TRANSACTION")
         try:
+            if wrap:
+                cur = self._run(st.text, params)
             self._capture(tables, undo)
             self._conn.execute("COMMIT")
         except BaseException:
