@@ -466,28 +466,25 @@ def _make_nonguard_up(idx: Index, key, bounds, resid):
     def up(delta):
         out = {}
         get = out.get
+        rest = delta
         if bounds is not None and resid is None and len(delta) >= _SWEEP_MIN:
             by_key: dict = {}
             for t, d in delta.items():
                 k = key(t)
                 lst = by_key.get(k)
                 if lst is None:
-                    by_key[k] = [(bounds(t), d)]
+                    by_key[k] = [(t, d)]
                 else:
-                    lst.append((bounds(t), d))
-            for k, entries in by_key.items():
-                g = groups.get(k)
-                if g is None:
+                    lst.append((t, d))
+            rest = {}  # groups with few delta tuples take the per-tuple loop below
+            for k, items in by_key.items():
+                if len(items) < _SWEEP_MIN:
+                    rest.update(items)
                     continue
-                if len(entries) < _SWEEP_MIN:
-                    for (lo, li, hi, hii), d in entries:
-                        for b in g.buckets_in(lo, li, hi, hii):
-                            for u, m in b.items():
-                                out[u] = get(u, 0) + d * m
-                else:
-                    _sweep(g, entries, out)
-            return out
-        for t, d in delta.items():
+                g = groups.get(k)
+                if g is not None:
+                    _sweep(g, [(bounds(t), d) for t, d in items], out)
+        for t, d in rest.items():
             g = groups.get(key(t))
             if g is None:
                 continue
