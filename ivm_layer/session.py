@@ -23,7 +23,7 @@ database recompiles and reloads them from the current table contents when it con
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Self
 
@@ -91,6 +91,22 @@ class Cursor:
         self._pos = 0
 
 
+@dataclass(frozen=True)
+class ViewInfo:
+    """What a session knows about one incremental view (``Session.info``; the shell's ``\\dv``)."""
+
+    name: str
+    kind: str                   # "incremental" (served from the engine) or "materialized" (a table too)
+    rows: int                   # total multiplicity of the view's current contents
+    query_class: str            # the planner's class, e.g. "q-hierarchical"
+    tables: tuple[str, ...]     # base tables read
+    columns: tuple[str, ...]    # output column names
+    types: tuple[str, ...]      # the database's column types
+    definition: str             # the CREATE INCREMENTAL VIEW statement
+    lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
+    lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
+
+
 @dataclass
 class _ViewState:
     stmt: CreateIncrementalView
@@ -116,6 +132,10 @@ def connect(url: str | None = None) -> Session:
     ``"duckdb:///path/file.duckdb"`` or a path ending in ``.duckdb``: a DuckDB file."""
     import duckdb
 
+    if url is not None and url.startswith(("postgresql://", "postgres://")):
+        from .pg_session import connect_postgres
+
+        return connect_postgres(url)
     if url is None or url in ("duckdb://", "duckdb:///:memory:", ":memory:", "duckdb:///"):
         path = ":memory:"
     elif url.startswith("duckdb:///"):
@@ -165,18 +185,80 @@ class Session:
 
     def view(self, name: str) -> View:
         """The engine view ``name`` (kept fresh by this session)."""
-        vs = self._views.get(name.lower())
-        if vs is None:
-            raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
-        return vs.view
+        self._check_open()
+        return self._state(name).view
 
     @property
     def views(self) -> list[str]:
         return sorted(self._views)
 
     def sync(self) -> None:
-        """Block until every committed change is applied (DuckDB: already the case)."""
+        """Block until every committed change is applied. Statements run through the session
+        are applied as they run; this also captures writes made around the session (through
+        :attr:`connection` or another connection to the same database)."""
+        self.poll()
+
+    def poll(self, timeout: float = 0.0) -> int:
+        """Apply the changes available now; return how many source-row changes were applied.
+        DuckDB has no stream to wait on, so ``timeout`` is not used (the shell's ``\\watch`` calls
+        this in a loop)."""
         self._check_open()
+        if self._in_txn or not self._trackers:
+            return 0
+        undo: list = []
+        fps = {t: tr.fingerprint for t, tr in self._trackers.items()}
+        self._conn.execute("BEGIN TRANSACTION")
+        try:
+            n = self._capture(list(self._trackers), undo)
+            self._conn.execute("COMMIT")
+        except BaseException:
+            self._abort(undo, fps)
+            raise
+        return n
+
+    def info(self, name: str | None = None) -> list[ViewInfo]:
+        """Describe one view (``name``) or all of them, sorted by name."""
+        self._check_open()
+        names = [self._state(name).name] if name is not None else sorted(self._views)
+        out = []
+        for n in names:
+            vs = self._views[n]
+            out.append(ViewInfo(vs.name, "materialized" if vs.materialized else "incremental",
+                                len(vs.view), vs.view.query_class, tuple(vs.tables),
+                                tuple(vs.columns), tuple(vs.types), vs.stmt.definition(self.dialect)))
+        return out
+
+    def explain(self, name: str) -> str:
+        """The view's plan (the GJT drawn as a tree, class, costs, what is materialized)."""
+        self._check_open()
+        return self._state(name).view.explain()
+
+    def subscribe(self, name: str, callback) -> Callable[[], None]:
+        """Call ``callback(change)`` with ``[(row, Δk), …]`` after each change of view ``name``;
+        returns a function that unsubscribes."""
+        self._check_open()
+        return self._state(name).view.subscribe(callback)
+
+    def tables(self) -> dict[str, list[str]]:
+        """Tables, views and incremental views of the database with their columns (for
+        completion and ``\\d``), names lower-cased where the database folds them."""
+        self._check_open()
+        out: dict[str, list[str]] = {}
+        rows = self._conn.execute(
+            "SELECT table_name, column_name FROM information_schema.columns "
+            "WHERE table_schema IN ('main', 'temp') AND table_catalog = current_database() "
+            "ORDER BY table_name, ordinal_position").fetchall()
+        for t, c in rows:
+            out.setdefault(t, []).append(c)
+        for n, vs in self._views.items():
+            out[n] = list(vs.columns)
+        return out
+
+    def _state(self, name: str) -> _ViewState:
+        vs = self._views.get(name.lower())
+        if vs is None:
+            raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
+        return vs
 
     def close(self) -> None:
         if not self._closed:
@@ -324,14 +406,14 @@ class Session:
         undo.clear()
 
     # -- change capture -----------------------------------------------------------------
-    def _capture(self, tables: list[str], undo: list) -> None:
+    def _capture(self, tables: list[str], undo: list) -> int:
         changes: dict[str, list[tuple[tuple, int]]] = {}
         for t in tables:
             deleted, inserted = self._trackers[t].capture(self._conn)
             if deleted or inserted:
                 changes[t] = [(r, -1) for r in deleted] + [(r, 1) for r in inserted]
         if not changes:
-            return
+            return 0
         for vs in self._views.values():
             batch = {t: changes[t] for t in vs.tables if t in changes}
             if not batch:
@@ -345,6 +427,7 @@ class Session:
                 vs.view.apply(batch)
                 undo.append((vs, batch))
                 vs.version += 1
+        return sum(len(c) for c in changes.values())
 
     # -- views --------------------------------------------------------------------------
     def _schema_for(self, st: CreateIncrementalView) -> dict[str, dict[str, str]]:

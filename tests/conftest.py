@@ -19,3 +19,23 @@ def pytest_terminal_summary(terminalreporter):
     )
     for reason, n in sorted(stats["reasons"].items(), key=lambda kv: -kv[1])[:8]:
         tr.write_line(f"  rejected x{n}: {reason}")
+
+
+# -- PostgreSQL ---------------------------------------------------------------------------------
+import pytest  # noqa: E402
+
+
+@pytest.fixture(scope="session")
+def pg_cluster():
+    """One throwaway PostgreSQL cluster (wal_level=logical, 127.0.0.1, free port) per test run."""
+    from pg_cluster import Cluster
+
+    with Cluster() as cluster:
+        cluster.wait_ready()
+        yield cluster
+
+
+@pytest.fixture
+def pg_url(pg_cluster) -> str:
+    """The URL of a fresh, empty database in the test cluster."""
+    return pg_cluster.create_database()

@@ -246,8 +246,8 @@ def test_errors_pass_through():
     # nothing half-done: no shadow for s, no catalog rows for the failed views
     assert s.execute("SELECT name FROM ivm.views").fetchall() == [("ok",)]
     assert s.view("ok").tables == ["r"]
-    with pytest.raises(IVMError, match="not supported yet"):
-        connect("postgresql://user@localhost:5432/db")
+    with pytest.raises(IVMError, match="not supported"):
+        connect("mysql://user@localhost:3306/db")
     s.close()
     with pytest.raises(IVMError, match="closed"):
         s.execute("SELECT 1")
@@ -310,3 +310,30 @@ def test_view_read_inside_rolled_back_transaction():
     s.execute("DELETE FROM r WHERE a = 99")  # changes nothing
     s.execute("ROLLBACK")
     check(s)
+
+
+def test_info_explain_subscribe_and_sync_capture_outside_writes():
+    import ivm_layer
+
+    s = ivm_layer.connect()
+    s.execute("CREATE TABLE r (a INT, b INT); CREATE TABLE t (b INT, c INT)")
+    s.execute("INSERT INTO r VALUES (1, 2), (3, 4); INSERT INTO t VALUES (2, 10)")
+    s.execute("CREATE INCREMENTAL VIEW v AS SELECT r.a, t.c FROM r JOIN t ON r.b = t.b")
+    (info,) = s.info()
+    assert (info.name, info.kind, info.rows, info.tables, info.columns) == ("v", "incremental", 1, ("r", "t"), ("a", "c"))
+    assert info.lag_bytes is None and "CREATE INCREMENTAL VIEW" in info.definition
+    assert "class" in s.explain("v")
+    assert s.tables()["v"] == ["a", "c"] and s.tables()["r"] == ["a", "b"]
+    seen = []
+    unsubscribe = s.subscribe("v", seen.append)
+    s.connection.execute("INSERT INTO t VALUES (4, 20)")  # bypasses the session
+    assert sorted(s.view("v")) == [(1, 10)]
+    assert s.poll() == 1
+    assert sorted(s.view("v")) == [(1, 10), (3, 20)] and seen == [[((3, 20), 1)]]
+    unsubscribe()
+    s.connection.execute("DELETE FROM r WHERE a = 1")
+    s.sync()
+    assert sorted(s.view("v")) == [(3, 20)] and len(seen) == 1
+    assert s.poll() == 0
+    with pytest.raises(ivm_layer.IVMError, match="no incremental view named 'w'"):
+        s.info("w")
