@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Iterable
 
+from .engine.aggregates import AggregateView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
@@ -11,8 +12,8 @@ from .sql import translate_select
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View:
-    """Compile a select–from–where query into an empty incremental view.
+                 params: Iterable[str] = ()) -> View | AggregateView:
+    """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
     the view's update methods are tuples in that column order. ``static`` (tables that never
@@ -24,4 +25,6 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     if tuple(params):
         raise IVMError("parameterized views are not supported yet: pass params=()")
     gcq = translate_select(sql, schema, dialect=dialect)
+    if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
+        return AggregateView(gcq, sql)
     return View(plan(gcq), sql)

@@ -99,6 +99,8 @@ class GCQ:
     columns: list[str]
     schema: dict[str, list[str]] = field(default_factory=dict)
     distinct: bool = False  # SELECT DISTINCT: set semantics on top of the bag
+    #: GROUP BY / aggregates on top of the join (then ``output`` are the group-by variables)
+    aggregate: "AggregateSpec | None" = None
 
     @property
     def out(self) -> frozenset[str]:
@@ -161,3 +163,75 @@ def schema_types(schema: dict) -> dict[str, dict[str, str]]:
         else:
             out[str(table).lower()] = {}
     return out
+
+
+# -- aggregates ---------------------------------------------------------------------------
+#: Scalar expressions of aggregate arguments and HAVING are small trees of tuples:
+#: ``("var", v)``, ``("const", value)``, ``("agg", i)`` / ``("grp", i)`` (the i-th
+#: aggregate's result / group-by value, HAVING only), ``("neg", e)``, ``(op, left, right)`` for op in + - * / and the comparisons, and
+#: ``("and"|"or", e1, e2)``, ``("not", e)``, ``("isnull", e)``.
+Expr = tuple
+
+AGG_FUNCS = frozenset({"count", "sum", "avg", "min", "max"})
+
+
+def expr_vars(e: Expr) -> frozenset[str]:
+    """Variables an expression reads."""
+    if e[0] == "var":
+        return frozenset((e[1],))
+    if e[0] in ("const", "agg", "grp"):
+        return frozenset()
+    out: frozenset[str] = frozenset()
+    for sub in e[1:]:
+        out |= expr_vars(sub)
+    return out
+
+
+def expr_str(e: Expr) -> str:
+    """Readable form of an expression (EXPLAIN, errors)."""
+    tag = e[0]
+    if tag == "var":
+        return e[1]
+    if tag == "const":
+        return repr(e[1])
+    if tag == "agg":
+        return f"agg#{e[1]}"
+    if tag == "grp":
+        return f"group#{e[1]}"
+    if tag == "neg":
+        return f"-({expr_str(e[1])})"
+    if tag == "not":
+        return f"NOT ({expr_str(e[1])})"
+    if tag == "isnull":
+        return f"({expr_str(e[1])}) IS NULL"
+    return f"({expr_str(e[1])} {tag.upper()} {expr_str(e[2])})"
+
+
+@dataclass(frozen=True)
+class Aggregate:
+    """One aggregate call: ``func([DISTINCT] arg)``; ``arg is None`` is ``COUNT(*)``."""
+
+    func: str
+    arg: Expr | None
+    distinct: bool = False
+
+    def __str__(self) -> str:
+        inner = "*" if self.arg is None else ("DISTINCT " if self.distinct else "") + expr_str(self.arg)
+        return f"{self.func.upper()}({inner})"
+
+
+@dataclass
+class AggregateSpec:
+    """The aggregation on top of a GCQ whose output variables are the group-by variables.
+
+    ``items`` gives the view's columns in SELECT order: ``("group", i)`` (the i-th group-by
+    variable) or ``("agg", j)`` (``aggregates[j]``). ``aggregates`` also holds those only
+    HAVING reads. ``grouped`` is False for a global aggregate (one row even over no input).
+    """
+
+    group_vars: list[str]
+    aggregates: list[Aggregate]
+    items: list[tuple[str, int]]
+    columns: list[str]
+    having: Expr | None = None
+    grouped: bool = True

@@ -150,6 +150,8 @@ def gen_query(
                 preds.append(_between(rnd, atoms, schema, i, j, eq_bias))
     # --- extra between-atom predicates (frequently make the query cyclic)
     for _ in range(rnd.choice((0, 0, 0, 1, 1, 2))):
+        if n_atoms < 2:  # a single atom has no pair (same random draws for n_atoms >= 2)
+            break
         i, j = rnd.sample(range(n_atoms), 2)
         preds.append(_between(rnd, atoms, schema, i, j, eq_bias))
     # --- an implied equality (a.x = b.y AND b.y = c.z AND a.x = c.z): a cycle in

@@ -185,8 +185,9 @@ class OrderedGroup:
         upper = self.total if hi is None else self._prefix(hi, hi_incl)
         if lo is None:
             return upper
-        r = upper - self._prefix(lo, not lo_incl)
-        return r if r > 0 else 0
+        if hi is not None and (lo > hi or (lo == hi and not (lo_incl and hi_incl))):
+            return 0  # an empty range (not clamped: ring payloads may sum to a negative value)
+        return upper - self._prefix(lo, not lo_incl)
 
     def irange(self, lo, lo_incl: bool, hi, hi_incl: bool) -> Iterator[tuple[tuple, int]]:
         """Yield ``(tuple, multiplicity)`` for sort values in the range, ascending."""

@@ -237,11 +237,16 @@ class TRep:
     # -- enumeration ------------------------------------------------------------------
     def enumerate(self) -> Iterator[tuple[tuple, int]]:
         """Algorithm 1: yield ``(row over the output columns, multiplicity)``."""
+        if not self.out_vars:  # no output column (a global aggregate's join): the root count
+            return iter([((), self.count)] if self.count else [])
         fn = self._enum_fn(None)
         return fn(self, None)
 
     def delta_rows(self, atom: int, record: dict[int, dict]) -> Iterator[tuple[tuple, int]]:
         """Delta enumeration after :meth:`propagate` of ``atom`` with ``record``."""
+        if not self.out_vars:  # the change of the root count
+            d = record.get(self.root.id, {}).get((), 0) if self.root.in_n else 0
+            return iter([((), d)] if d else [])
         dgroups: dict[int, dict] = {}
         for nid, delta in record.items():
             r = self.nodes[nid]

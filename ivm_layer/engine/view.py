@@ -22,8 +22,11 @@ class View:
     """An incrementally maintained view. Build it with :func:`ivm_layer.compile_view`."""
 
     def __init__(self, plan: Plan, sql: str = "", shared_kinds: dict[str, str] | None = None,
-                 extra_ordered: Iterable[str] = ()):
+                 extra_ordered: Iterable[str] = (), weights: Mapping[int, Callable[[tuple], Any]] | None = None):
+        # ``weights`` (atom index -> f(table row)) turns multiplicities into ring payloads: a
+        # row of that atom enters its leaf with k·f(row) instead of k (aggregates, §7).
         self.sql = sql
+        self._weights = dict(weights) if weights else None
         self.plan = plan
         gcq = plan.gcq
         self.columns: list[str] = list(gcq.columns)
@@ -144,7 +147,7 @@ class View:
             raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
         if have + k < 0:
             raise UpdateError(f"cannot delete {row!r} from {table!r}: it is not present; no change was applied")
-        if self._core is not None or self._subscribers or self._materialized is not None:
+        if self._core is not None or self._subscribers or self._materialized is not None or self._weights:
             self._commit(self._prepare_validated([(table, {row: k})]), want_change=False)
             return True
         exs = self._extractors[table]
@@ -255,11 +258,17 @@ class View:
             per_atom = []
             for ex in self._extractors.get(name, ()):
                 delta: dict[tuple, int] = {}
+                weight = self._weights.get(ex.atom) if self._weights else None
                 for row, k in changes.items():
                     t = ex.tuple_of(row)
                     if t is None:
                         continue
                     ex.check_kinds(t, pending)
+                    if weight is not None:
+                        w = weight(row)
+                        if not w:
+                            continue
+                        k = k * w
                     delta[t] = delta.get(t, 0) + k
                 delta = {t: k for t, k in delta.items() if k}
                 if delta:

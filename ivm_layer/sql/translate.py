@@ -6,7 +6,9 @@ conjunctions of ``=, <, <=, >, >=`` and ``BETWEEN`` between columns, ``column ±
 (numbers, or fixed-length ``INTERVAL``s for timestamps) and constants; leaf filters
 ``<>``, ``[NOT] IN (…)``, ``[NOT] [I]LIKE``, ``IS [NOT] NULL`` on one table's columns.
 Equalities between columns become shared variables (union–find); every other comparison
-becomes a :class:`~ivm_layer.query.Predicate`. Anything else raises
+becomes a :class:`~ivm_layer.query.Predicate`. ``GROUP BY``/aggregates/``HAVING`` on top of
+the join are read by :mod:`.aggregates` into ``GCQ.aggregate`` (the GCQ's output variables
+are then the group-by variables). Anything else raises
 :class:`~ivm_layer.errors.UnsupportedSQLError` naming the construct and its position.
 """
 
@@ -22,6 +24,7 @@ from sqlglot.errors import ParseError
 
 from ..errors import SQLError, UnsupportedSQLError
 from ..query import FLIP, GCQ, UNARY_OPS, Atom, Predicate, normalize_schema
+from .aggregates import AggregateTranslator, is_aggregate_query
 
 _OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NEQ: "<>"}
 _NONDETERMINISTIC = {"now", "current_timestamp", "current_date", "current_time", "random", "rand",
@@ -29,6 +32,7 @@ _NONDETERMINISTIC = {"now", "current_timestamp", "current_date", "current_time",
                      "transaction_timestamp", "localtimestamp", "localtime", "today", "get_current_time",
                      "timeofday", "setseed", "nextval", "currval"}
 _ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint", "distinct"}
+_ALLOWED_AGGREGATE_ARGS = _ALLOWED_SELECT_ARGS | {"group", "having"}
 
 
 def _position(node: exp.Expression | None) -> str:
@@ -114,10 +118,12 @@ class _Translator:
     # -- FROM ---------------------------------------------------------------------------
     def run(self) -> GCQ:
         sel = self.select
+        aggregating = is_aggregate_query(sel)
+        allowed = _ALLOWED_AGGREGATE_ARGS if aggregating else _ALLOWED_SELECT_ARGS
         for key, value in sel.args.items():
             if value in (None, [], False):
                 continue
-            if key not in _ALLOWED_SELECT_ARGS:
+            if key not in allowed:
                 node = value if isinstance(value, exp.Expression) else None
                 raise _unsupported(f"{key.upper()} clause (not yet supported by the engine)", node)
         if sel.args.get("kind"):
@@ -146,10 +152,18 @@ class _Translator:
         if where is not None:
             conditions.append(where.this)
         for cond in conditions:
+            agg = next((a for a in cond.find_all(exp.AggFunc) if a.find_ancestor(exp.Select) is sel), None)
+            if agg is not None:
+                raise _unsupported("aggregate in WHERE/ON (filter aggregates with HAVING)", agg)
             for conj in _conjuncts(cond):
                 self._add_comparison(conj)
-        outputs = self._outputs()
-        gcq = self._build(outputs)
+        if aggregating:
+            find = self.uf.find
+            group_vars, spec = AggregateTranslator(sel, lambda c: find(self._column(c)), _unsupported).run()
+            gcq = self._build([(v, v) for v in group_vars])
+            gcq.aggregate = spec
+        else:
+            gcq = self._build(self._outputs())
         gcq.distinct = distinct is not None
         return gcq
 
@@ -434,6 +448,22 @@ def _constant(node: exp.Expression) -> Any:
         return bool(node.this)
     if isinstance(node, exp.Null):
         return None
+    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
+        return _typed_literal(node)  # DATE '2026-01-01', TIMESTAMP '…'
+    return _NOT_CONST
+
+
+def _typed_literal(node: exp.Cast) -> Any:
+    """``DATE '…'`` / ``TIMESTAMP '…'`` as a date/datetime; other casts are not constants."""
+    text = node.this.this.strip()
+    kind = node.to.this
+    try:
+        if kind == exp.DataType.Type.DATE:
+            return datetime.date.fromisoformat(text)
+        if kind in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
+            return datetime.datetime.fromisoformat(text)
+    except ValueError:
+        raise SQLError(f"invalid {kind.value} literal {text!r}{_position(node)}") from None
     return _NOT_CONST
 
 
