@@ -127,15 +127,20 @@ class _ViewState:
         return self.stmt.materialized
 
 
-def connect(url: str | None = None) -> Session:
+def connect(url: str | None = None, **options: Any) -> Session:
     """Open a session. ``None``, ``"duckdb://"``, ``":memory:"``: in-memory DuckDB;
-    ``"duckdb:///path/file.duckdb"`` or a path ending in ``.duckdb``: a DuckDB file."""
+    ``"duckdb:///path/file.duckdb"`` or a path ending in ``.duckdb``: a DuckDB file;
+    ``"postgresql://…"``: a :class:`~ivm_layer.pg_session.PostgresSession`, with ``options``
+    (``session=``, ``state_dir=``, ``set_replica_identity=``, …) passed to
+    :func:`~ivm_layer.pg_session.connect_postgres`."""
     import duckdb
 
     if url is not None and url.startswith(("postgresql://", "postgres://")):
         from .pg_session import connect_postgres
 
-        return connect_postgres(url)
+        return connect_postgres(url, **options)
+    if options:
+        raise IVMError(f"options {', '.join(sorted(options))} apply to PostgreSQL sessions only")
     if url is None or url in ("duckdb://", "duckdb:///:memory:", ":memory:", "duckdb:///"):
         path = ":memory:"
     elif url.startswith("duckdb:///"):
