@@ -1,158 +1,128 @@
-"""Seeded, deterministic update streams for the benchmark.
+"""The benchmark's workload registry: a query, its schema and a seeded stream generator.
 
-Queries Q1, Q2, Q4, Q5, Q7 follow Table 1 of Idris et al., *Conjunctive Queries with Theta Joins
-Under Updates* (§7): relations ``R(a,b,c[,k])``, ``S(d,e,f[,k])``, ``T(g,h,i)``; every attribute is
-an integer except ``c`` and ``i`` (strings); the equality-join attribute ``k`` is uniform in
-1..200.  A stream of size N for a query over m relations holds N/m random tuples per relation,
-inserted in uniformly random order (the paper's *randomly-ordered* stream).
+Every workload is a plain :class:`Workload` entry in :data:`WORKLOADS`; the runner knows nothing
+about families. Families (``--list`` shows them):
 
-``fraud`` is the credit-card query of §1 over a synthetic ``trans(id, acc, ts, amnt)`` table:
-many accounts, ~20 transactions per account spread over ~7 hours, so that a one-hour window
-holds about three transactions of the same account.  Its stream is randomly ordered as well.
-
-A stream is a list of ``(table, row)`` single-tuple insertions; the same list is fed to every
-system of a run.
+* ``paper`` — Q1–Q12 of paper 000, Table 1 (SQL from ``sql_examples/qNN.sql``), each on a
+  random-order (``Q4``), a temporally-ordered (``Q4-temporal``) and a mixed insert/delete
+  (``Q4-mixed``) stream;
+* ``fraud`` — the credit-card query of 000 §1 (``sql_examples/fraud.sql``), random and temporal;
+* ``tpch`` — TPC-H-shaped full equi-joins FQ1–FQ4 (002 §5.1), see ``bench/tpch.py``;
+* ``aggregates`` — grouped TPC-H aggregates AQ3/AQ10/AQ18; they need ``GROUP BY`` support in
+  the engine and are reported as skipped by a build without it;
+* ``scaling`` — Q2 and the fraud query at 1×, 10× and 100× the input: how the per-update cost grows.
 """
 
 from __future__ import annotations
 
+import os
 import random
 from dataclasses import dataclass, field
-from typing import Callable
 
-__all__ = ["Workload", "WORKLOADS", "get", "names"]
+from . import streams, tpch
+from .streams import COLUMNS, Generator, Update
 
-VALUE_RANGE = 1_000_000  # inequality / payload attributes: uniform ints in 1..VALUE_RANGE
-K_RANGE = 200  # equality-join attribute k: uniform in 1..K_RANGE
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SQL_DIR = os.path.join(ROOT, "sql_examples")
 
 
 @dataclass(frozen=True)
 class Workload:
     name: str
+    family: str
     description: str
     sql: str
     schema: dict  # table -> [columns]; column order = row tuple order
-    generator: Callable[[int, random.Random], list] = field(repr=False)
+    generator: Generator = field(repr=False)
+    order: str = "random"  # random | temporal | mixed
+    quick_sizes: tuple = (300,)
+    full_sizes: tuple = (1000, 4000, 16000)
+    requires: str | None = None  # 'aggregates': needs GROUP BY support in the engine
 
-    def stream(self, n: int, seed: int = 42) -> list:
-        """The update stream of ``n`` single-tuple inserts: [(table, row), ...]."""
+    def stream(self, n: int, seed: int = 42) -> list[Update]:
+        """The update stream for size ``n``: ``[(table, row, ±1), …]``, fixed by (name, n, seed)."""
         rng = random.Random(f"{self.name}:{n}:{seed}")
         return self.generator(n, rng)
 
 
-def _int(rng):
-    return rng.randint(1, VALUE_RANGE)
+def _sql_file(name: str) -> str:
+    with open(os.path.join(SQL_DIR, name)) as f:
+        lines = [ln for ln in f.read().splitlines() if not ln.lstrip().startswith("--")]
+    return " ".join(" ".join(lines).split())
 
 
-def _str(rng):
-    return "s%07d" % rng.randrange(10_000_000)
-
-
-def _rel_gen(tables: dict):
-    """tables: name -> list of column kinds ('int' | 'str' | 'key')."""
-
-    def gen(n, rng):
-        per = max(1, n // len(tables))
-        stream = []
-        for t, kinds in tables.items():
-            for _ in range(per):
-                row = tuple(
-                    _int(rng) if kd == "int" else _str(rng) if kd == "str" else rng.randint(1, K_RANGE)
-                    for kd in kinds
-                )
-                stream.append((t, row))
-        rng.shuffle(stream)
-        return stream
-
-    return gen
-
-
-R3 = ["int", "int", "str"]  # R(a, b, c)
-S3 = ["int", "int", "int"]  # S(d, e, f)
-T3 = ["int", "int", "str"]  # T(g, h, i)
-R4 = R3 + ["key"]  # R(a, b, c, k)
-S4 = S3 + ["key"]  # S(d, e, f, k)
-
-SCH_R3 = ["a", "b", "c"]
-SCH_S3 = ["d", "e", "f"]
-SCH_T3 = ["g", "h", "i"]
-SCH_R4 = SCH_R3 + ["k"]
-SCH_S4 = SCH_S3 + ["k"]
-
-
-def _fraud_gen(n, rng):
-    n_acc = max(5, n // 20)  # ~20 transactions per account
-    span = 7 * 3600  # ~3 per account within any one hour
-    t0 = 1_700_000_000
-    stream = []
-    for tid in range(1, n + 1):
-        acc = rng.randint(1, n_acc)
-        ts = t0 + rng.randrange(span)
-        u = rng.random()
-        if u < 0.6:
-            amnt = rng.randint(1, 99)  # small test purchase
-        elif u < 0.85:
-            amnt = rng.randint(100, 400)
-        else:
-            amnt = rng.randint(401, 5000)  # large purchase
-        stream.append(("trans", (tid, acc, ts, amnt)))
-    rng.shuffle(stream)
-    return stream
-
-
-WORKLOADS = {
-    w.name: w
-    for w in [
-        Workload(
-            "Q1",
-            "R(a,b,c) x S(d,e,f) | a<d  (binary inequality join, output ~N^2/8)",
-            "SELECT * FROM R, S WHERE R.a < S.d",
-            {"R": SCH_R3, "S": SCH_S3},
-            _rel_gen({"R": R3, "S": S3}),
-        ),
-        Workload(
-            "Q2",
-            "R(a,b,c,k) x S(d,e,f,k) | a<d, R.k=S.k  (equi + inequality)",
-            "SELECT * FROM R, S WHERE R.a < S.d AND R.k = S.k",
-            {"R": SCH_R4, "S": SCH_S4},
-            _rel_gen({"R": R4, "S": S4}),
-        ),
-        Workload(
-            "Q4",
-            "R(a,b,c) x S(d,e,f) x T(g,h,i) | a<d<g  (3-way chain, output ~N^3/162)",
-            "SELECT * FROM R, S, T WHERE R.a < S.d AND S.d < T.g",
-            {"R": SCH_R3, "S": SCH_S3, "T": SCH_T3},
-            _rel_gen({"R": R3, "S": S3, "T": T3}),
-        ),
-        Workload(
-            "Q5",
-            "R(a,b,c,k) x S(d,e,f,k) x T(g,h,i) | a<d<g, R.k=S.k",
-            "SELECT * FROM R, S, T WHERE R.a < S.d AND S.d < T.g AND R.k = S.k",
-            {"R": SCH_R4, "S": SCH_S4, "T": SCH_T3},
-            _rel_gen({"R": R4, "S": S4, "T": T3}),
-        ),
-        Workload(
-            "Q7",
-            "pi_{a,b,d,e,f,g,h}(Q4)  (free-connex projection)",
-            "SELECT R.a, R.b, S.d, S.e, S.f, T.g, T.h FROM R, S, T WHERE R.a < S.d AND S.d < T.g",
-            {"R": SCH_R3, "S": SCH_S3, "T": SCH_T3},
-            _rel_gen({"R": R3, "S": S3, "T": T3}),
-        ),
-        Workload(
-            "fraud",
-            "credit-card fraud: two small purchases then a large one within 1h, same account",
-            "SELECT * FROM trans S1, trans S2, trans L "
-            "WHERE S1.ts < S2.ts AND S2.ts < L.ts AND L.ts < S1.ts + 3600 "
-            "AND S1.acc = S2.acc AND S2.acc = L.acc "
-            "AND S1.amnt < 100 AND S2.amnt < 100 AND L.amnt > 400",
-            {"trans": ["id", "acc", "ts", "amnt"]},
-            _fraud_gen,
-        ),
-    ]
+# Table 1 of 000: relation shapes per query, and the columns compared by inequalities.
+_PAPER = {
+    1: {"R": "R3", "S": "S3"}, 2: {"R": "R4", "S": "S4"},
+    3: {"R": "R3", "S": "S3", "T": "T3"}, 4: {"R": "R3", "S": "S3", "T": "T3"},
+    5: {"R": "R4", "S": "S4", "T": "T3"}, 6: {"R": "R3", "S": "S4", "T": "T4"},
 }
+_PAPER.update({7: _PAPER[4], 8: _PAPER[5], 9: _PAPER[6], 10: _PAPER[4], 11: _PAPER[5], 12: _PAPER[6]})
+_INEQ = {"R": [0], "S": [0], "T": [0]}  # a, d, g
+_INEQ_Q3 = {"R": [0], "S": [0, 1], "T": [0]}  # a < d and e < g
+_CLASS = {1: "full", 2: "full", 3: "full", 4: "full", 5: "full", 6: "full",
+          7: "free-connex projection", 8: "free-connex projection", 9: "free-connex projection",
+          10: "not free-connex", 11: "not free-connex", 12: "not free-connex"}
+_ORDER_TEXT = {"random": "random-order inserts", "temporal": "temporally-ordered inserts",
+               "mixed": "random inserts + 25% deletes"}
 
 
-def names() -> list:
+def _paper_workloads() -> list[Workload]:
+    out = []
+    for q, shapes in _PAPER.items():
+        sql = _sql_file(f"q{q:02d}.sql")
+        schema = {t: COLUMNS[s] for t, s in shapes.items()}
+        ineq = _INEQ_Q3 if q == 3 else _INEQ
+        ineq = {t: ineq[t] for t in shapes}
+        for order in ("random", "temporal", "mixed"):
+            name = f"Q{q}" if order == "random" else f"Q{q}-{order}"
+            out.append(Workload(name, "paper", f"000 Table 1 Q{q} ({_CLASS[q]}), {_ORDER_TEXT[order]}",
+                                sql, schema, streams.relational(shapes, order, ineq), order))
+    return out
+
+
+def _fraud_workloads() -> list[Workload]:
+    sql = _sql_file("fraud.sql")
+    schema = {"trans": ["id", "acc", "ts", "amnt"]}
+    return [
+        Workload(name, "fraud", f"000 §1 credit-card fraud, {_ORDER_TEXT[order]}", sql, schema,
+                 streams.fraud(order), order, quick_sizes=(3000,), full_sizes=(10_000, 100_000))
+        for name, order in (("fraud", "random"), ("fraud-temporal", "temporal"))
+    ]
+
+
+def _tpch_workloads() -> list[Workload]:
+    out = []
+    for name, (desc, tables, sql) in tpch.FULL_JOINS.items():
+        out.append(Workload(name, "tpch", f"002 §5.1 full join, {desc}", sql, tpch.schema_for(tables),
+                            tpch.generator(tables), quick_sizes=(5000,), full_sizes=(20_000, 200_000)))
+    for name, (desc, tables, sql) in tpch.AGGREGATES.items():
+        out.append(Workload(name, "aggregates", f"002 §5.1 grouped aggregate, {desc}", sql,
+                            tpch.schema_for(tables), tpch.generator(tables), quick_sizes=(5000,),
+                            full_sizes=(20_000, 200_000), requires="aggregates"))
+    return out
+
+
+def _scaling_workloads() -> list[Workload]:
+    shapes = _PAPER[2]
+    return [Workload("scaling-Q2", "scaling",
+                     "Q2 (equi + inequality join) at 1x, 10x, 100x input: per-update cost growth",
+                     _sql_file("q02.sql"), {t: COLUMNS[s] for t, s in shapes.items()},
+                     streams.relational(shapes, "random"), quick_sizes=(200, 2000, 20_000),
+                     full_sizes=(1000, 10_000, 100_000)),
+            Workload("scaling-fraud", "scaling",
+                     "fraud query (random order) at 1x, 10x, 100x input: per-update cost growth",
+                     _sql_file("fraud.sql"), {"trans": ["id", "acc", "ts", "amnt"]}, streams.fraud("random"),
+                     quick_sizes=(200, 2000, 20_000), full_sizes=(1000, 10_000, 100_000))]
+
+
+WORKLOADS: dict[str, Workload] = {
+    w.name: w for w in _paper_workloads() + _fraud_workloads() + _tpch_workloads() + _scaling_workloads()
+}
+FAMILIES = ("paper", "fraud", "tpch", "aggregates", "scaling")
+
+
+def names() -> list[str]:
     return list(WORKLOADS)
 
 
@@ -160,4 +130,28 @@ def get(name: str) -> Workload:
     for k, w in WORKLOADS.items():
         if k.lower() == name.lower():
             return w
-    raise KeyError(f"unknown workload {name!r}; known: {', '.join(WORKLOADS)}")
+    raise KeyError(f"unknown workload {name!r}; `python -m bench --list` shows them")
+
+
+def select(specs: list[str]) -> list[Workload]:
+    """Workloads named by ``specs``: exact names, families (``paper``, ``tpch``, …), or a paper
+    query's base name followed by ``*`` (``Q4*`` = Q4, Q4-temporal, Q4-mixed). Empty = all."""
+    if not specs:
+        return list(WORKLOADS.values())
+    out: list[Workload] = []
+    for spec in specs:
+        s = spec.strip()
+        if not s:
+            continue
+        if s.lower() in FAMILIES or s.lower() == "all":
+            hits = [w for w in WORKLOADS.values() if s.lower() in ("all", w.family)]
+        elif s.endswith("*"):
+            base = s[:-1].lower()
+            hits = [w for w in WORKLOADS.values()
+                    if w.name.lower() == base or w.name.lower().startswith(base + "-")]
+        else:
+            hits = [get(s)]
+        if not hits:
+            raise KeyError(f"no workload matches {spec!r}; `python -m bench --list` shows them")
+        out.extend(w for w in hits if w not in out)
+    return out
