@@ -1,0 +1,228 @@
+"""The streaming query of ``ivm daemon``: ``ivm-cdc`` → engine → sinks.
+
+With one shard the engine lives in the driver (:class:`DriverEngine`, the ``foreachBatch``
+function). Per batch it (1) skips a batch id at or below the last applied one, (2) turns the
+batch's rows into one consolidated delta per table (TRUNCATE empties the table as of its
+place in the stream), (3) applies it to every view, (4) writes the view changes to every
+sink (idempotent per batch id), (5) appends the delta to the checkpoint's log — from then
+on the batch counts as applied — and (6) rewrites the status file. A crash anywhere before
+(5) replays the batch: the engine is rebuilt from the checkpoint, the sinks skip what they
+already hold. With ``--shards N`` the engines run inside Spark (:mod:`.shards`).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import signal
+import sys
+import time
+from collections.abc import Mapping
+
+from ..errors import IVMError
+from .config import DaemonConfig
+from .sinks import Sink, open_sink, view_layout
+from .state import Changes, CheckpointStore, EngineState, ViewDef, parse_views
+from .status import StatusFile
+
+log = logging.getLogger("ivm.daemon")
+
+
+def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
+    """Source rows ``(lsn, seq, tbl, sign, row)`` in stream order → ``{table: {row: k}}``;
+    ``sign == 0`` is a TRUNCATE of ``tbl`` at that point (relative to ``base``, the rows
+    before the batch)."""
+    out: Changes = {}
+    for _lsn, _seq, table, sign, row in rows:
+        d = out.setdefault(table, {})
+        if sign == 0:  # everything present now (base + pending) goes away
+            d.clear()
+            for r, k in (base.get(table) or {}).items():
+                d[r] = -k
+            continue
+        n = d.get(row, 0) + sign
+        if n:
+            d[row] = n
+        else:
+            del d[row]
+    return {t: d for t, d in out.items() if d}
+
+
+def decode_frame(table) -> list[tuple]:
+    """A pyarrow table of source rows → ``(lsn, seq, tbl, sign, row)`` tuples in stream order."""
+    import pickle
+
+    cols = table.to_pydict()
+    loads = pickle.loads
+    rows = [(lsn, seq, t, s, None if r is None else loads(r))
+            for lsn, seq, t, s, r in zip(cols["lsn"], cols["seq"], cols["tbl"], cols["sign"], cols["row"])]
+    rows.sort(key=lambda x: (x[0], x[1]))
+    return rows
+
+
+class DriverEngine:
+    """The ``foreachBatch`` function of the single-machine daemon."""
+
+    def __init__(self, cfg: DaemonConfig, defs: list[ViewDef], pg_schema: dict, sinks: list[Sink],
+                 status: StatusFile | None = None):
+        self.cfg = cfg
+        types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
+        self.state = EngineState(defs, types)
+        self.store = CheckpointStore(os.path.join(cfg.checkpoint, "engine"), defs)
+        t0 = time.monotonic()
+        self.last = self.store.recover(self.state)
+        self.recovery_seconds = time.monotonic() - t0
+        self.sinks = sinks
+        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema) for d in defs}
+        for s in sinks:
+            s.prepare(layouts, fresh=self.last < 0)
+        self.status = status
+        self.failed: BaseException | None = None
+
+    def __call__(self, df, batch_id: int) -> None:
+        if self.failed is not None:
+            raise IVMError(f"the engine failed earlier ({self.failed}); restart the daemon")
+        t0 = time.monotonic()
+        if batch_id <= self.last:
+            log.info("batch %d: already applied (replay), skipped", batch_id)
+            return
+        try:
+            frame = df.select("lsn", "seq", "tbl", "sign", "row",
+                              df["ts"].cast("double").alias("ts")).toArrow()
+            ts = [t for t in frame.column("ts").to_pylist() if t is not None]
+            rows = decode_frame(frame)
+            changes = batch_changes(rows, self.state.base)
+            out = self.state.apply(changes)
+            for s in self.sinks:
+                s.write(batch_id, out)
+            self.store.append(batch_id, changes)
+            self.last = batch_id
+            if self.store.logs_since_snapshot() >= self.cfg.snapshot_every:
+                self.store.snapshot(batch_id, self.state)
+        except BaseException as e:
+            self.failed = e
+            if self.status is not None:
+                self.status.set(state="failed", error=str(e))
+            raise
+        self._report(batch_id, rows, out, ts, time.monotonic() - t0)
+
+    def _report(self, batch_id: int, rows: list, out: dict, ts: list, seconds: float) -> None:
+        from .pgsource import lsn_text
+
+        lsn = max((r[0] for r in rows), default=None)
+        n_out = sum(len(c) for c in out.values())
+        behind = round(max(0.0, time.time() - max(ts)), 3) if ts else 0.0
+        fields = {"batch_id": batch_id, "rows_in": len(rows), "changes_out": n_out, "lsn": lsn,
+                  "lsn_text": lsn_text(lsn) if lsn is not None else None,
+                  "seconds_behind": behind, "seconds": seconds,
+                  "view_rows": {name: len(v) for name, v in self.state.views.items()}}
+        log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s",
+                    batch_id, len(rows), n_out, fields["lsn_text"], behind, seconds)
+        if self.status is not None:
+            self.status.batch(**fields)
+
+
+def prepare_source(cfg: DaemonConfig, defs: list[ViewDef]) -> dict:
+    """Read the tables' schema; (re)create the publication for them and give every table
+    ``REPLICA IDENTITY FULL`` (deletes and updates must carry the whole old row)."""
+    from connectors.postgres import (
+        connect,
+        ensure_publication,
+        replica_identity,
+        set_replica_identity_full,
+    )
+
+    from .pgsource import read_schema
+
+    tables: list[str] = []
+    for d in defs:
+        tables += [t for t in d.tables if t not in tables]
+    schema = read_schema(cfg.source, tables)
+    conn = connect(cfg.source)
+    try:
+        for t in tables:
+            if replica_identity(conn, t) != "f":
+                log.warning("setting REPLICA IDENTITY FULL on %s (the daemon needs old rows of "
+                            "updates and deletes)", t)
+                set_replica_identity_full(conn, t)
+        ensure_publication(conn, cfg.publication, tables)
+    finally:
+        conn.close()
+    return schema
+
+
+def run(cfg: DaemonConfig) -> int:
+    """Run the daemon until it is stopped (SIGINT/SIGTERM) or, with ``trigger =
+    available-now``, until it caught up with the WAL position at its start."""
+    cfg.validate()
+    t_start = time.monotonic()
+    with open(cfg.views) as f:
+        defs = parse_views(f.read())
+    os.makedirs(cfg.checkpoint, exist_ok=True)
+    spark_ckpt = os.path.join(cfg.checkpoint, "spark")
+    engine_dir = os.path.join(cfg.checkpoint, "engine")
+    if cfg.shards == 1 and os.path.isdir(engine_dir) and CheckpointStore.last_batch_in(engine_dir) >= 0 \
+            and not os.path.isdir(os.path.join(spark_ckpt, "offsets")):
+        raise IVMError(f"the checkpoint {cfg.checkpoint} holds engine state but no Spark offsets; "
+                       "it is damaged: use a new --checkpoint")
+    schema = prepare_source(cfg, defs)
+    status = StatusFile(cfg.checkpoint, cfg.name, cfg.master, cfg.shards)
+    from .spark import build_session
+
+    spark = build_session(cfg.master, app_name=f"ivm-daemon-{cfg.name}",
+                          shuffle_partitions=cfg.shuffle_partitions or cfg.shards, log_level=cfg.log_level)
+    sinks = [open_sink(s, cfg.source, cfg.name) for s in cfg.sinks]
+    tables = sorted({t for d in defs for t in d.tables})
+    reader = (spark.readStream.format("ivm-cdc")
+              .option("url", cfg.source).option("slot", cfg.slot).option("publication", cfg.publication)
+              .option("tables", ",".join(tables)).option("maxChangesPerBatch", str(cfg.max_changes_per_batch))
+              .option("snapshotPartitionRows", str(cfg.snapshot_partition_rows))
+              .option("statePath", engine_dir))
+    df = reader.load()
+    if cfg.shards == 1:
+        engine = DriverEngine(cfg, defs, schema, sinks, status)
+        if engine.last >= 0:
+            log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
+        writer = df.writeStream.foreachBatch(engine)
+    else:
+        from .shards import sharded_writer
+
+        writer = sharded_writer(spark, df, cfg, defs, schema, sinks, status)
+    writer = writer.option("checkpointLocation", spark_ckpt).queryName(cfg.name)
+    secs = cfg.trigger_seconds
+    writer = writer.trigger(availableNow=True) if secs is None else writer.trigger(processingTime=f"{secs} seconds")
+    query = writer.start()
+    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3))
+    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s)", cfg.name,
+                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks))
+
+    stop_requested: list[int] = []
+
+    def on_signal(signum, frame):
+        stop_requested.append(signum)
+
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+    try:
+        while not stop_requested:
+            if query.awaitTermination(1):
+                break
+        if stop_requested:
+            log.warning("stopping (signal %d): finishing the running batch", stop_requested[0])
+            query.stop()
+    except Exception as e:  # noqa: BLE001 - report the query's failure and exit non-zero
+        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        status.set(state="failed", error=first[:500])
+        print(f"ivm daemon: the streaming query failed: {first}", file=sys.stderr)
+        return 1
+    finally:
+        for s in sinks:
+            s.close()
+    exc = query.exception()
+    if exc is not None:
+        status.set(state="failed", error=str(exc)[:500])
+        print(f"ivm daemon: the streaming query failed: {exc}", file=sys.stderr)
+        return 1
+    status.set(state="stopped")
+    spark.stop()
+    return 0

@@ -1,0 +1,303 @@
+"""Sinks for view changes, each written idempotently per Spark batch id.
+
+A sink receives, per batch id, every view's change ``[(row, Δk)]``. Table sinks keep one row
+per distinct view row with its multiplicity::
+
+    <view>(<view columns…>, ivm_count BIGINT, ivm_key TEXT PRIMARY KEY)
+
+(``ivm_key`` is a digest of the row; a bag is ``SELECT cols FROM v, generate_series(1,
+ivm_count)``). A batch is merged with ``INSERT … ON CONFLICT (ivm_key) DO UPDATE`` and
+rows whose count drops to zero are deleted, all in one transaction together with the
+bookkeeping row ``ivm_daemon_batches(daemon, batch_id)``: a batch id at or below the
+recorded one is skipped, so a replayed batch is never applied twice.
+
+- ``source`` / ``postgresql://…``: a PostgreSQL database
+- ``duckdb:FILE``: a DuckDB database file
+- ``parquet:DIR``: ``DIR/<view>/batch-<id>.parquet`` (columns + ``ivm_delta``), one file per
+  batch and view, written to a temporary name and renamed; an existing file is a replay
+- ``console``: one line per change on stdout
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import sys
+from collections.abc import Mapping
+
+from ..engine.view import Change, View
+from ..errors import IVMError
+
+#: ``{view: (columns, sql_types)}``
+Layouts = dict[str, tuple[list[str], list[str]]]
+BOOKKEEPING = "ivm_daemon_batches"
+
+
+class SinkError(IVMError):
+    """A sink cannot be opened or written."""
+
+
+def row_key(row: tuple) -> str:
+    """A stable digest of a view row (the same row always gets the same key)."""
+    return hashlib.blake2b(repr(row).encode(), digest_size=16).hexdigest()
+
+
+def qi(name: str) -> str:
+    return '"' + name.replace('"', '""') + '"'
+
+
+def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]]) -> tuple[list[str], list[str]]:
+    """The view's column names and PostgreSQL types (from the base column each one reads)."""
+    gcq = view.plan.gcq
+    if gcq.aggregate is not None:
+        raise SinkError("aggregate views cannot be written to table sinks by the daemon yet")
+    types = []
+    for col, var in zip(gcq.columns, gcq.output):
+        found = None
+        for atom in gcq.atoms:
+            if var in atom.vars:
+                found = schema[atom.relation][atom.vars.index(var)][1]
+                break
+        if found is None:
+            raise SinkError(f"cannot tell the SQL type of view column {col!r}")
+        types.append(found)
+    return list(gcq.columns), types
+
+
+class Sink:
+    """Base class: ``prepare`` once, then ``write`` per batch id."""
+
+    label = "sink"
+
+    def prepare(self, layouts: Layouts, fresh: bool) -> None:
+        """Create what is missing; ``fresh`` (a new checkpoint) also empties earlier output."""
+
+    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        """Write one batch; False when it was already written (a replay)."""
+        raise NotImplementedError
+
+    def close(self) -> None:
+        pass
+
+
+class PostgresSink(Sink):
+    def __init__(self, url: str, daemon: str):
+        from connectors.postgres import redact
+
+        self.url, self.daemon, self.label = url, daemon, f"postgresql {redact(url)}"
+        self.conn = None
+        self.layouts: Layouts = {}
+
+    def _connect(self):
+        from connectors.postgres import connect
+
+        if self.conn is None or self.conn.closed:
+            self.conn = connect(self.url, autocommit=True)
+        return self.conn
+
+    def prepare(self, layouts: Layouts, fresh: bool) -> None:
+        self.layouts = layouts
+        conn = self._connect()
+        with conn.transaction():
+            conn.execute(f"CREATE TABLE IF NOT EXISTS {BOOKKEEPING} (daemon TEXT PRIMARY KEY, "
+                         "batch_id BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())")
+            for view, (cols, types) in layouts.items():
+                defs = ", ".join(f"{qi(c)} {t}" for c, t in zip(cols, types))
+                conn.execute(f"CREATE TABLE IF NOT EXISTS {qi(view)} ({defs}, "
+                             "ivm_count BIGINT NOT NULL, ivm_key TEXT PRIMARY KEY)")
+                if fresh:
+                    conn.execute(f"TRUNCATE {qi(view)}")
+            if fresh:
+                conn.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = %s", [self.daemon])
+
+    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        conn = self._connect()
+        with conn.transaction():
+            r = conn.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = %s FOR UPDATE",
+                             [self.daemon]).fetchone()
+            if r is not None and r[0] >= batch_id:
+                return False
+            for view, change in changes.items():
+                if change:
+                    self._merge(conn, view, change)
+            conn.execute(f"INSERT INTO {BOOKKEEPING} (daemon, batch_id) VALUES (%s, %s) "
+                         "ON CONFLICT (daemon) DO UPDATE SET batch_id = EXCLUDED.batch_id, "
+                         "updated_at = now()", [self.daemon, batch_id])
+        return True
+
+    def _merge(self, conn, view: str, change: Change) -> None:
+        cols, _types = self.layouts[view]
+        stage = f"ivm_stage_{re.sub(r'[^a-z0-9_]', '_', view.lower())}"
+        conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {qi(stage)} "
+                     f"(LIKE {qi(view)}) ON COMMIT DELETE ROWS")
+        all_cols = [qi(c) for c in cols] + ["ivm_count", "ivm_key"]
+        with conn.cursor().copy(f"COPY {qi(stage)} ({', '.join(all_cols)}) FROM STDIN") as cp:
+            for row, k in change:
+                cp.write_row((*row, k, row_key(row)))
+        upd = "ivm_count = t.ivm_count + EXCLUDED.ivm_count"
+        conn.execute(f"INSERT INTO {qi(view)} AS t ({', '.join(all_cols)}) "
+                     f"SELECT {', '.join(all_cols)} FROM {qi(stage)} "
+                     f"ON CONFLICT (ivm_key) DO UPDATE SET {upd}")
+        conn.execute(f"DELETE FROM {qi(view)} t USING {qi(stage)} s "
+                     "WHERE t.ivm_key = s.ivm_key AND s.ivm_count < 0 AND t.ivm_count <= 0")
+        bad = conn.execute(f"SELECT count(*) FROM {qi(view)} WHERE ivm_count < 0").fetchone()[0]
+        if bad:
+            raise SinkError(f"table {view!r} in {self.label} holds {bad} row(s) with a negative "
+                            "count: it was changed by someone else; drop it and restart the daemon "
+                            "with a new --checkpoint")
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+_DUCK_TYPES = [(r"^character varying.*|^varchar.*|^text$|^character.*|^name$", "VARCHAR"),
+               (r"^double precision$", "DOUBLE"), (r"^real$", "FLOAT"),
+               (r"^timestamp with time zone$", "TIMESTAMPTZ"),
+               (r"^timestamp without time zone$", "TIMESTAMP"), (r"^numeric$", "DECIMAL(38,10)"),
+               (r"^jsonb?$", "VARCHAR")]
+
+
+def duck_type(pg_type: str) -> str:
+    for pat, t in _DUCK_TYPES:
+        if re.match(pat, pg_type):
+            return t
+    return pg_type.upper()
+
+
+class DuckDBSink(Sink):
+    def __init__(self, path: str, daemon: str):
+        self.path, self.daemon, self.label = path, daemon, f"duckdb {path}"
+        self.conn = None
+        self.layouts: Layouts = {}
+
+    def prepare(self, layouts: Layouts, fresh: bool) -> None:
+        import duckdb
+
+        self.layouts = layouts
+        try:
+            self.conn = duckdb.connect(self.path)
+        except duckdb.Error as e:
+            raise SinkError(f"cannot open the DuckDB sink {self.path}: {e}") from e
+        c = self.conn
+        c.execute("BEGIN").fetchall()
+        c.execute(f"CREATE TABLE IF NOT EXISTS {BOOKKEEPING} (daemon VARCHAR PRIMARY KEY, batch_id BIGINT NOT NULL)").fetchall()
+        for view, (cols, types) in layouts.items():
+            defs = ", ".join(f"{qi(col)} {duck_type(t)}" for col, t in zip(cols, types))
+            c.execute(f"CREATE TABLE IF NOT EXISTS {qi(view)} ({defs}, ivm_count BIGINT NOT NULL, "
+                      "ivm_key VARCHAR PRIMARY KEY)").fetchall()
+            if fresh:
+                c.execute(f"DELETE FROM {qi(view)}").fetchall()
+        if fresh:
+            c.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = ?", [self.daemon]).fetchall()
+        c.execute("COMMIT").fetchall()
+
+    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        import pyarrow as pa
+
+        c = self.conn
+        c.execute("BEGIN").fetchall()
+        try:
+            r = c.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = ?", [self.daemon]).fetchall()
+            r = r[0] if r else None
+            if r is not None and r[0] >= batch_id:
+                c.execute("ROLLBACK").fetchall()
+                return False
+            for view, change in changes.items():
+                if not change:
+                    continue
+                cols, _ = self.layouts[view]
+                data = {f"c{i}": [row[i] for row, _ in change] for i in range(len(cols))}
+                data["ivm_count"] = [k for _, k in change]
+                data["ivm_key"] = [row_key(row) for row, _ in change]
+                stage = pa.table(data)
+                names = [qi(x) for x in cols] + ["ivm_count", "ivm_key"]
+                src = [f"c{i}" for i in range(len(cols))] + ["ivm_count", "ivm_key"]
+                c.register("ivm_stage", stage)
+                c.execute(f"INSERT INTO {qi(view)} ({', '.join(names)}) SELECT {', '.join(src)} FROM ivm_stage "
+                          f"ON CONFLICT (ivm_key) DO UPDATE SET ivm_count = ivm_count + EXCLUDED.ivm_count").fetchall()
+                c.execute(f"DELETE FROM {qi(view)} WHERE ivm_count = 0 AND ivm_key IN "
+                          "(SELECT ivm_key FROM ivm_stage WHERE ivm_count < 0)").fetchall()
+                c.unregister("ivm_stage")
+            c.execute(f"INSERT INTO {BOOKKEEPING} VALUES (?, ?) ON CONFLICT (daemon) DO UPDATE "
+                      "SET batch_id = EXCLUDED.batch_id", [self.daemon, batch_id]).fetchall()
+            c.execute("COMMIT").fetchall()
+            return True
+        except Exception:
+            c.execute("ROLLBACK").fetchall()
+            raise
+
+    def close(self) -> None:
+        if self.conn is not None:
+            self.conn.close()
+
+
+class ParquetSink(Sink):
+    def __init__(self, directory: str):
+        self.dir, self.label = os.path.abspath(directory), f"parquet {directory}"
+        self.layouts: Layouts = {}
+
+    def path(self, view: str, batch_id: int) -> str:
+        return os.path.join(self.dir, view, f"batch-{batch_id:012d}.parquet")
+
+    def prepare(self, layouts: Layouts, fresh: bool) -> None:
+        self.layouts = layouts
+        for view in layouts:
+            d = os.path.join(self.dir, view)
+            os.makedirs(d, exist_ok=True)
+            if fresh:
+                for n in os.listdir(d):
+                    if n.startswith("batch-") and n.endswith(".parquet"):
+                        os.remove(os.path.join(d, n))
+
+    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        from .state import write_atomic
+
+        wrote = False
+        for view, change in changes.items():
+            if not change:
+                continue
+            target = self.path(view, batch_id)
+            if os.path.exists(target):
+                continue
+            cols, _ = self.layouts[view]
+            table = pa.table({c: [row[i] for row, _ in change] for i, c in enumerate(cols)}
+                             | {"ivm_delta": pa.array([k for _, k in change], pa.int64())})
+            buf = pa.BufferOutputStream()
+            pq.write_table(table, buf)
+            write_atomic(target, buf.getvalue().to_pybytes())
+            wrote = True
+        return wrote
+
+
+class ConsoleSink(Sink):
+    label = "console"
+
+    def __init__(self, stream=None):
+        self.stream = stream or sys.stdout
+
+    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        for view, change in changes.items():
+            for row, k in change:
+                self.stream.write(f"batch {batch_id} {view} {'+' if k > 0 else ''}{k} {row!r}\n")
+        self.stream.flush()
+        return True
+
+
+def open_sink(spec: str, source_url: str, daemon: str) -> Sink:
+    """A sink from its spec: ``source``, ``postgresql://…``, ``duckdb:FILE``, ``parquet:DIR``, ``console``."""
+    if spec == "source":
+        return PostgresSink(source_url, daemon)
+    if spec.startswith(("postgresql://", "postgres://")):
+        return PostgresSink(spec, daemon)
+    if spec.startswith("duckdb:"):
+        return DuckDBSink(spec[len("duckdb:"):], daemon)
+    if spec.startswith("parquet:"):
+        return ParquetSink(spec[len("parquet:"):])
+    if spec == "console":
+        return ConsoleSink()
+    raise SinkError(f"unknown sink {spec!r}: use source, postgresql://…, duckdb:FILE, parquet:DIR or console")

@@ -1,0 +1,85 @@
+"""The status file of a running daemon: ``<checkpoint>/status.json``, rewritten after every batch.
+
+``ivm daemon --status --checkpoint DIR`` prints it, and says whether the process that wrote
+it is still alive.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+
+from .state import write_atomic
+
+
+def status_path(checkpoint: str) -> str:
+    return os.path.join(checkpoint, "status.json")
+
+
+class StatusFile:
+    """Accumulates per-batch figures and rewrites the status file atomically."""
+
+    def __init__(self, checkpoint: str, name: str, master: str, shards: int):
+        self.path = status_path(checkpoint)
+        self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shards": shards,
+                     "state": "starting", "started_at": time.time(), "batches": 0,
+                     "rows_in_total": 0, "changes_out_total": 0, "last_batch": None}
+        self.write()
+
+    def batch(self, **fields) -> None:
+        d = self.data
+        d["state"] = "running"
+        d["batches"] += 1
+        d["rows_in_total"] += fields.get("rows_in", 0)
+        d["changes_out_total"] += fields.get("changes_out", 0)
+        d["last_batch"] = dict(fields, at=time.time())
+        self.write()
+
+    def set(self, **fields) -> None:
+        self.data.update(fields)
+        self.write()
+
+    def write(self) -> None:
+        os.makedirs(os.path.dirname(self.path), exist_ok=True)
+        write_atomic(self.path, json.dumps(self.data, indent=1, default=str).encode())
+
+
+def read_status(checkpoint: str) -> dict | None:
+    try:
+        with open(status_path(checkpoint)) as f:
+            return json.load(f)
+    except FileNotFoundError:
+        return None
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+        return True
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+
+
+def format_status(st: dict) -> str:
+    """A human-readable summary of a status dict."""
+    alive = _alive(int(st.get("pid", 0))) if st.get("pid") else False
+    state = st.get("state", "?")
+    if state in ("running", "starting") and not alive:
+        state += " (but the process is gone: crashed or killed)"
+    lines = [f"daemon {st.get('daemon')}  pid {st.get('pid')}  {state}",
+             (f"master {st.get('master')}  shards {st.get('shards')}  "
+              f"up {time.time() - st.get('started_at', time.time()):.0f} s"),
+             (f"batches {st.get('batches')}  rows in {st.get('rows_in_total')}  "
+              f"view changes out {st.get('changes_out_total')}")]
+    b = st.get("last_batch")
+    if b:
+        lines.append(f"last batch {b.get('batch_id')}: {b.get('rows_in')} rows in, {b.get('changes_out')} "
+                     f"view changes out, LSN {b.get('lsn_text')}, "
+                     f"{b.get('seconds_behind')} s behind, {b.get('seconds'):.3f} s, "
+                     f"{time.time() - b.get('at', time.time()):.0f} s ago")
+    if st.get("error"):
+        lines.append(f"error: {st['error']}")
+    return "\n".join(lines)

@@ -1,0 +1,310 @@
+"""The daemon's pieces without Spark: shard routing against one engine, the checkpoint store,
+batch consolidation (TRUNCATE), sinks' per-batch idempotency, configuration."""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+
+import duckdb
+import psycopg
+import pytest
+
+from ivm_layer.errors import IVMError
+from ivm_layer.pipeline.cli import build_parser, config_from_args
+from ivm_layer.pipeline.config import ConfigError, parse_trigger
+from ivm_layer.pipeline.runner import batch_changes
+from ivm_layer.pipeline.shards import (
+    ViewRouter,
+    grid_shares,
+    rewrite_per_atom,
+    stable_hash,
+)
+from ivm_layer.pipeline.sinks import DuckDBSink, ParquetSink, PostgresSink
+from ivm_layer.pipeline.state import CheckpointStore, EngineState, ViewDef, parse_views
+
+SCHEMA = {"r": {"a": "integer", "k": "integer"}, "s": {"k": "integer", "x": "integer"},
+          "t": {"y": "integer", "tag": "text"}}
+VIEWS = {
+    "ineq3": "SELECT r.a, r.k, s.x, t.y, t.tag FROM r JOIN s ON r.k = s.k JOIN t ON s.x < t.y",
+    "common": "SELECT r.a, s.x, r2.a AS a2 FROM r JOIN s ON r.k = s.k JOIN r AS r2 ON r2.k = s.k",
+    "selfineq": "SELECT r1.a, r2.a AS b FROM r AS r1, r AS r2 WHERE r1.a < r2.a AND r1.k = 3",
+}
+
+
+def _row(rnd: random.Random, table: str) -> tuple:
+    if table == "r":
+        return (rnd.randint(0, 6), rnd.choice([None, 0, 1, 2, 3]))
+    if table == "s":
+        return (rnd.choice([None, 0, 1, 2, 3]), rnd.randint(0, 8))
+    return (rnd.randint(0, 8), rnd.choice(["a", "b", None]))
+
+
+def _stream(seed: int, steps: int = 12):
+    """Batches of inserts/deletes (with duplicates and NULLs), always valid."""
+    rnd = random.Random(seed)
+    have: dict[str, Counter] = {t: Counter() for t in SCHEMA}
+    for _ in range(steps):
+        items = []
+        for _ in range(rnd.randint(1, 12)):
+            t = rnd.choice("rst")
+            if have[t] and rnd.random() < 0.35:
+                row = rnd.choice(sorted(have[t], key=repr))
+                have[t][row] -= 1
+                have[t] = +have[t]
+                items.append((t, row, -1))
+            else:
+                row = _row(rnd, t)
+                have[t][row] += 1
+                items.append((t, row, 1))
+        yield items
+
+
+def _rows(st: EngineState, name: str) -> Counter:
+    return Counter({r: k for r, k in st.views[name].rows()})
+
+
+@pytest.mark.parametrize("name", sorted(VIEWS))
+@pytest.mark.parametrize("shards", [2, 3, 4])
+def test_shard_union_equals_single_engine(name, shards):
+    d = ViewDef(name, VIEWS[name], True, ["r", "s", "t"])
+    single = EngineState([d], SCHEMA)
+    router = ViewRouter(d, SCHEMA, shards)
+    assert router.mode == ("hash" if name == "common" else "grid")
+    engines = [EngineState([router.defn], router.atom_schema) for _ in range(shards)]
+    for seed in range(3):
+        for items in _stream(seed * 31 + shards):
+            single_items = [(t, r, k) for t, r, k in items if t in single.base]
+            per_shard: list[list] = [[] for _ in range(shards)]
+            for i, (t, r, k) in enumerate(items):
+                for s, atab in router.route(t, r):
+                    per_shard[s].append((0, i, atab, k, r))
+            single.apply(batch_changes([(0, i, t, k, r) for i, (t, r, k) in enumerate(single_items)], single.base))
+            for s in range(shards):
+                engines[s].apply(batch_changes(per_shard[s], engines[s].base))
+            union = Counter()
+            for e in engines:
+                union.update(_rows(e, name))
+            assert union == _rows(single, name)
+        single = EngineState([d], SCHEMA)
+        engines = [EngineState([router.defn], router.atom_schema) for _ in range(shards)]
+
+
+def test_routing_helpers():
+    assert stable_hash([1]) == stable_hash([1.0]) == stable_hash([__import__("decimal").Decimal("1.00")])
+    assert stable_hash(["1"]) != stable_hash([1])
+    assert grid_shares(3, 4) == [2, 2, 1] and grid_shares(2, 6) in ([3, 2], [2, 3])
+    sql, tables = rewrite_per_atom("SELECT r.a, x.a FROM r, r AS x WHERE r.a < x.a")
+    assert tables == ["r", "r"] and "ivm_a0_r AS r" in sql and "ivm_a1_r AS x" in sql
+    with pytest.raises(IVMError, match="DISTINCT"):
+        ViewRouter(ViewDef("d", "SELECT DISTINCT r.a FROM r, s WHERE r.k = s.k", True), SCHEMA, 2)
+
+
+def test_batch_changes_truncate_in_stream_order():
+    base = {"t": {(1, "a"): 2, (2, "b"): 1}}
+    rows = [(10, 0, "t", 1, (3, "c")), (11, 0, "t", 0, None), (11, 1, "t", 1, (1, "a")),
+            (12, 0, "s", 1, (None, 1)), (12, 1, "s", -1, (None, 1))]
+    assert batch_changes(rows, base) == {"t": {(1, "a"): -1, (2, "b"): -1}}
+
+
+def test_checkpoint_store_recovers_and_compacts(tmp_path):
+    d = ViewDef("ineq3", VIEWS["ineq3"], True, ["r", "s", "t"])
+    st = EngineState([d], SCHEMA)
+    store = CheckpointStore(str(tmp_path), [d])
+    assert store.last_batch == -1
+    for b, items in enumerate(_stream(5, 9)):
+        ch = batch_changes([(0, i, t, k, r) for i, (t, r, k) in enumerate(items)], st.base)
+        st.apply(ch)
+        store.append(b, ch)
+        if b == 4:
+            store.snapshot(b, st)
+    assert store.last_batch == 8 and store.logs_since_snapshot() == 4
+    again = EngineState([d], SCHEMA)
+    assert CheckpointStore(str(tmp_path), [d]).recover(again) == 8
+    assert _rows(again, "ineq3") == _rows(st, "ineq3") and again.base == st.base
+    other = ViewDef("ineq3", VIEWS["common"], True, ["r", "s"])
+    with pytest.raises(IVMError, match="other view definitions"):
+        CheckpointStore(str(tmp_path), [other])
+
+
+def test_engine_state_refuses_inconsistent_delete():
+    st = EngineState([ViewDef("ineq3", VIEWS["ineq3"], True)], SCHEMA)
+    st.apply({"r": {(1, 1): 1}})
+    with pytest.raises(IVMError, match="does not hold"):
+        st.apply({"r": {(1, 1): -1}, "s": {(9, 9): -1}})
+    assert st.base["r"] == {(1, 1): 1} and len(st.views["ineq3"]) == 0
+
+
+CHANGES_1 = {"v": [((1, "a"), 2), ((2, None), 1)]}
+CHANGES_2 = {"v": [((1, "a"), -2), ((3, "c"), 1)]}
+LAYOUT = {"v": (["x", "y"], ["integer", "text"])}
+
+
+def _sink_rows_pg(url):
+    with psycopg.connect(url) as c:
+        return Counter({(x, y): n for x, y, n in c.execute("SELECT x, y, ivm_count FROM v").fetchall()})
+
+
+def test_postgres_sink_is_idempotent_per_batch(pg_url):
+    s = PostgresSink(pg_url, "d1")
+    s.prepare(LAYOUT, fresh=True)
+    assert s.write(0, CHANGES_1) and s.write(1, CHANGES_2)
+    assert not s.write(1, CHANGES_2) and not s.write(0, CHANGES_1)  # replays
+    assert _sink_rows_pg(pg_url) == Counter({(2, None): 1, (3, "c"): 1})
+    s.close()
+    s = PostgresSink(pg_url, "d1")
+    s.prepare(LAYOUT, fresh=True)  # a new checkpoint starts over
+    assert _sink_rows_pg(pg_url) == Counter()
+    assert s.write(0, CHANGES_1)
+    s.close()
+
+
+def test_duckdb_and_parquet_sinks_are_idempotent(tmp_path):
+    import pyarrow.parquet as pq
+
+    db = str(tmp_path / "out.duckdb")
+    sinks = [DuckDBSink(db, "d1"), ParquetSink(str(tmp_path / "pq"))]
+    for s in sinks:
+        s.prepare(LAYOUT, fresh=True)
+        assert s.write(0, CHANGES_1) and s.write(1, CHANGES_2)
+        assert not s.write(1, CHANGES_2)
+        s.close()
+    with duckdb.connect(db) as c:
+        got = Counter({(x, y): n for x, y, n in c.execute("SELECT x, y, ivm_count FROM v").fetchall()})
+    assert got == Counter({(2, None): 1, (3, "c"): 1})
+    total = Counter()
+    for f in sorted((tmp_path / "pq" / "v").glob("batch-*.parquet")):
+        for rec in pq.read_table(f).to_pylist():
+            total[(rec["x"], rec["y"])] += rec["ivm_delta"]
+    assert +total == Counter({(2, None): 1, (3, "c"): 1}) and not -total
+
+
+def test_config_toml_flags_and_errors(tmp_path):
+    views = tmp_path / "views.sql"
+    views.write_text("CREATE INCREMENTAL MATERIALIZED VIEW v AS SELECT r.a FROM r, s WHERE r.k < s.k;")
+    toml = tmp_path / "daemon.toml"
+    toml.write_text('[daemon]\nsource = "postgresql://u@h/db"\nviews = "views.sql"\n'
+                    'checkpoint = "ck"\nsinks = ["source", "parquet:out"]\nshards = 2\n')
+    args = build_parser().parse_args(["--config", str(toml), "--shards", "3", "--trigger", "500ms"])
+    cfg = config_from_args(args).validate()
+    assert cfg.views == str(views) and cfg.checkpoint == str(tmp_path / "ck")
+    assert cfg.sinks == ["source", f"parquet:{tmp_path / 'out'}"] and cfg.shards == 3
+    assert cfg.trigger_seconds == 0.5 and cfg.slot.startswith("ivm_ck_") and cfg.slot.endswith("_slot")
+    assert parse_trigger("available-now") is None and parse_trigger("2min") == 120
+    with pytest.raises(ConfigError, match="duration"):
+        parse_trigger("soon")
+    toml.write_text('[daemon]\nsorce = "x"\n')
+    with pytest.raises(ConfigError, match="unknown setting"):
+        config_from_args(build_parser().parse_args(["--config", str(toml)]))
+    with pytest.raises(ConfigError, match="--checkpoint"):
+        config_from_args(build_parser().parse_args(["--source", "postgresql://x/y",
+                                                    "--views", str(views)])).validate()
+    assert [d.name for d in parse_views(views.read_text())] == ["v"]
+    with pytest.raises(IVMError, match="only hold CREATE INCREMENTAL"):
+        parse_views("CREATE TABLE x (a int);")
+
+
+# -- the ivm-cdc reader's methods, called directly (the same calls Spark makes) -----------------
+def _reader(url, **extra):
+    from ivm_layer.pipeline.source import CdcStreamReader
+
+    with psycopg.connect(url, autocommit=True) as c:
+        c.execute("CREATE PUBLICATION p1 FOR TABLE r, s")
+    opts = {"url": url, "slot": f"slot_{url.rsplit('/', 1)[1]}", "publication": "p1", "tables": "r,s",
+            "maxChangesPerBatch": "5", "snapshotPartitionRows": "1000"} | extra
+    return CdcStreamReader(opts)
+
+
+def _read_all(reader, parts):
+    import pickle
+
+    out = []
+    for p in parts:
+        out += [(lsn, t, sign, None if raw is None else pickle.loads(raw))
+                for lsn, _seq, _ts, t, sign, raw in reader.read(p)]
+    return out
+
+
+def test_cdc_reader_snapshot_handoff_limits_and_ack(pg_url):
+    from pyspark.sql.streaming.datasource import ReadAllAvailable, ReadMaxRows
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, k int) WITH (fillfactor = 10); CREATE TABLE s (k int, x numeric)")
+        c.execute("ALTER TABLE r REPLICA IDENTITY FULL; ALTER TABLE s REPLICA IDENTITY FULL")
+        c.execute("INSERT INTO r SELECT g, g % 7 FROM generate_series(1, 5000) g")
+        c.execute("ANALYZE r")
+    reader = _reader(pg_url)
+    start = reader.initialOffset()
+    snap_end = reader.latestOffset(start, ReadMaxRows(5))
+    with psycopg.connect(pg_url, autocommit=True) as c:  # committed after the snapshot: the stream's
+        c.execute("SET synchronous_commit = on")  # decoding reads flushed WAL only
+        c.execute("INSERT INTO r VALUES (-1, NULL)")
+        c.execute("BEGIN; DELETE FROM r WHERE a = 1; UPDATE s SET x = 1; INSERT INTO s VALUES (1, 2.50), "
+                  "(1, 2.50); COMMIT")
+        for i in range(4):
+            c.execute("INSERT INTO r VALUES (%s, 1), (%s, 2)", [100 + i, 100 + i])
+        c.execute("TRUNCATE s")
+    parts = reader.partitions(start, snap_end)
+    assert len(parts) > 2  # the big table is read by several partitions under one snapshot
+    snap = _read_all(reader, parts)
+    assert Counter((t, row) for _, t, _, row in snap) == Counter(("r", (g, g % 7)) for g in range(1, 5001))
+    reader.commit(snap_end)
+
+    batches, cur = [], snap_end
+    while True:
+        end = reader.latestOffset(cur, ReadMaxRows(5))
+        if end == cur:
+            break
+        rows = _read_all(reader, reader.partitions(cur, end))
+        assert rows == _read_all(reader, reader.partitions(cur, end))  # a replay reads the same
+        batches.append(rows)
+        cur = end
+    sizes = [sum(1 for r in b if r[2]) for b in batches]
+    # whole transactions (1 | 3 | 2 | 2 | 2 | 2 | TRUNCATE) up to 5 row changes per batch
+    assert sizes == [4, 4, 4], sizes
+    flat = [r for b in batches for r in b]
+    assert ("s", 1, (1, __import__("decimal").Decimal("2.50"))) in [(t, s, row) for _, t, s, row in flat]
+    assert flat[-1][1:] == ("s", 0, None)  # TRUNCATE
+    with psycopg.connect(pg_url) as c:
+        conf = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                         [reader.slot]).fetchone()[0]
+    hi, lo = conf.split("/")
+    assert (int(hi, 16) << 32 | int(lo, 16)) < cur["lsn"]  # nothing acknowledged before commit()
+    reader.commit(cur)
+    with psycopg.connect(pg_url) as c:
+        conf = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
+                         [reader.slot]).fetchone()[0]
+    hi, lo = conf.split("/")
+    assert (int(hi, 16) << 32 | int(lo, 16)) == cur["lsn"]
+    # Trigger.AvailableNow: only what was committed before prepareForTriggerAvailableNow
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("SET synchronous_commit = on")
+        c.execute("INSERT INTO r VALUES (7, 7)")
+        reader.prepareForTriggerAvailableNow()
+        c.execute("INSERT INTO r VALUES (8, 8)")
+    end = reader.latestOffset(cur, ReadAllAvailable())
+    assert [row for _, _, _, row in _read_all(reader, reader.partitions(cur, end))] == [(7, 7)]
+    assert reader.latestOffset(end, ReadAllAvailable()) == end
+    reader.stop()
+
+
+def test_example_daemon_config_and_views_compile():
+    import pathlib
+
+    from ivm_layer.pipeline.shards import ViewRouter
+
+    root = pathlib.Path(__file__).resolve().parent.parent / "examples" / "daemon"
+    cfg = config_from_args(build_parser().parse_args(["--config", str(root / "daemon.toml")])).validate()
+    assert cfg.sinks[0] == "source" and cfg.sinks[1].startswith("parquet:" + str(root))
+    schema = {"customers": {"id": "integer", "name": "text"},
+              "orders": {"id": "integer", "customer_id": "integer", "card": "text", "country": "text",
+                         "ts": "timestamp without time zone"},
+              "shipments": {"id": "integer", "order_id": "integer", "shipped_at": "timestamp without time zone"}}
+    init = (root / "init.sql").read_text()
+    for table, cols in schema.items():  # the example schema is the one init.sql creates
+        assert f"CREATE TABLE {table} ({', '.join(f'{c} {t.split()[0]}' for c, t in cols.items())})" in init
+    defs = parse_views(cfg_views := (root / "views.sql").read_text())
+    assert cfg_views and [d.name for d in defs] == ["repeated_card_use", "order_shipments"]
+    st = EngineState(defs, schema)
+    assert set(st.views) == {"repeated_card_use", "order_shipments"}
+    assert [ViewRouter(d, schema, 2).mode for d in defs] == ["hash", "grid"]
