@@ -1,17 +1,22 @@
-"""The ``ivm`` command line. ``ivm explain`` prints a view's plan; the other subcommands
-(shell, daemon, demo, bench) arrive with their own issues and say so when called."""
+"""The ``ivm`` command line: ``explain`` and ``demo`` live here; ``shell``, ``daemon`` and
+``bench`` are delegated to their own modules, which parse their own arguments."""
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import os
 import sys
 
 from .errors import IVMError
 
-_PENDING = {
-    "shell": "the proxy CLI (`ivm shell`)",
-    "daemon": "the CDC daemon on Spark",
+# Subcommands implemented in their own modules, each with its own argument parser: `ivm X ...`
+# hands everything after X to module.main(argv).
+_DELEGATED = {
+    "shell": ("ivm_layer.shell", "the proxy CLI: a psql-like shell with incremental views"),
+    "daemon": ("ivm_layer.pipeline.cli", "the CDC daemon: change streams through Spark into views and sinks"),
+    "bench": ("bench.__main__", "the benchmark suite (source checkout)"),
 }
 
 
@@ -51,14 +56,21 @@ def _cmd_demo(args: argparse.Namespace) -> int:
     return run(n=args.rows, batch=args.batch, seed=args.seed)
 
 
-def _cmd_bench(args: argparse.Namespace) -> int:
+def _delegate(name: str, argv: list[str]) -> int:
+    import importlib
+
+    module, _ = _DELEGATED[name]
+    if name == "bench" and os.path.isfile(os.path.join("bench", "__main__.py")) and os.getcwd() not in sys.path:
+        sys.path.insert(0, os.getcwd())  # `ivm bench` run from a source checkout: bench/ is not installed
     try:
-        from bench.engine_smoke import main as bench_main
-    except ImportError:
-        print("ivm bench: the benchmark suite lives in bench/ of a source checkout; "
-              "run it there with `python -m bench.engine_smoke`", file=sys.stderr)
-        return 2
-    return bench_main(args.rest) or 0
+        mod = importlib.import_module(module)
+    except ModuleNotFoundError as e:
+        if name == "bench" and e.name in ("bench", "bench.__main__"):
+            print("ivm bench: the benchmark suite lives in bench/ of a source checkout; "
+                  "run `ivm bench` (or `python -m bench`) from there", file=sys.stderr)
+            return 2
+        raise
+    return mod.main(argv) or 0
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -75,26 +87,30 @@ def build_parser() -> argparse.ArgumentParser:
     de.add_argument("--batch", type=int, default=200, help="rows per INSERT statement (default 200)")
     de.add_argument("--seed", type=int, default=7, help="random seed of the generated stream")
     de.set_defaults(func=_cmd_demo)
-    be = sub.add_parser("bench", help="run the engine benchmark (source checkout)")
-    be.add_argument("rest", nargs=argparse.REMAINDER, help="arguments passed to bench.engine_smoke")
-    be.set_defaults(func=_cmd_bench)
-    for name, what in _PENDING.items():
-        p = sub.add_parser(name, help=f"{what} (not available yet)")
+    for name, (_, what) in _DELEGATED.items():
+        p = sub.add_parser(name, help=what, add_help=False)
         p.add_argument("rest", nargs=argparse.REMAINDER)
-        p.set_defaults(func=lambda a, what=what, name=name: _pending(name, what))
     return parser
 
 
-def _pending(name: str, what: str) -> int:
-    print(f"ivm {name}: {what} is not available in this version yet.", file=sys.stderr)
-    return 2
-
-
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
     argv = sys.argv[1:] if argv is None else list(argv)
-    if argv[:1] == ["bench"]:  # everything after `bench` belongs to the benchmark's own parser
-        return _cmd_bench(argparse.Namespace(rest=argv[1:]))
+    try:
+        return _main(argv)
+    except BrokenPipeError:  # `ivm … | head`: the reader went away; stop quietly like other CLIs
+        with contextlib.suppress(OSError):
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+
+
+def _main(argv: list[str]) -> int:
+    if argv[:1] and argv[0] in _DELEGATED:  # the rest belongs to the subcommand's own parser
+        try:
+            return _delegate(argv[0], argv[1:])
+        except IVMError as e:
+            print(f"error: {e}", file=sys.stderr)
+            return 1
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not getattr(args, "func", None):
         parser.print_help()
@@ -104,7 +120,6 @@ def main(argv: list[str] | None = None) -> int:
     except IVMError as e:
         print(f"error: {e}", file=sys.stderr)
         return 1
-
 
 if __name__ == "__main__":
     sys.exit(main())
