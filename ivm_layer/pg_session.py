@@ -61,10 +61,9 @@ import time
 import uuid
 import warnings
 from collections import Counter
-from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any
 from urllib.parse import urlparse
 
 import sqlglot
@@ -76,14 +75,13 @@ from connectors.pgoutput import PgOutputDecoder, Transaction, ValueDecoder, lsn_
 from .compile import compile_view
 from .engine.view import View
 from .errors import IVMError, SQLError
-from .session import Cursor, ViewInfo, _dedupe
+from .session_base import Cursor, SessionBase, dedupe_names
 from .sql.statements import (
     CreateIncrementalView,
     DropView,
     SelectStatement,
     TransactionControl,
     classify,
-    split_statements,
 )
 
 SYNC_PREFIX = "ivm-layer-sync"
@@ -201,7 +199,7 @@ class _PgView:
         return self.stmt.materialized
 
 
-class PostgresSession:
+class PostgresSession(SessionBase):
     """A PostgreSQL connection with incremental views. Build it with :func:`ivm_layer.connect`."""
 
     dialect = "postgres"
@@ -233,26 +231,6 @@ class PostgresSession:
             raise
 
     # -- public API -------------------------------------------------------------------------
-    def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> Cursor:
-        """Run one or more statements; return the cursor of the last one."""
-        self._check_open()
-        texts = split_statements(sql, self.dialect)
-        if params is not None and len(texts) != 1:
-            raise IVMError(f"parameters need exactly one statement, got {len(texts)}")
-        cur = Cursor()
-        for text in texts:
-            cur = self._execute_one(text, params)
-        return cur
-
-    def view(self, name: str) -> View:
-        """The engine view ``name`` (call :meth:`poll` or :meth:`sync` to bring it up to date)."""
-        self._check_open()
-        return self._state(name).view
-
-    @property
-    def views(self) -> list[str]:
-        return sorted(self._views)
-
     @property
     def connection(self):
         """The psycopg connection the session's statements run on (autocommit; writes through
@@ -314,18 +292,8 @@ class PostgresSession:
         self._raise_stopped()
         return n
 
-    def info(self, name: str | None = None) -> list[ViewInfo]:
-        """Describe one view (``name``) or all of them, with replication lag filled in."""
-        self._check_open()
-        names = [self._state(name).name] if name is not None else sorted(self._views)
-        out = []
-        for n in names:
-            vs = self._views[n]
-            lag_b, lag_s = self._lag(vs, pgc.slot_lag(self._ctl, vs.slot))
-            out.append(ViewInfo(vs.name, "materialized" if vs.materialized else "incremental",
-                                len(vs.view), vs.view.query_class, tuple(vs.tables), tuple(vs.columns),
-                                tuple(vs.types), vs.stmt.definition(self.dialect), lag_b, lag_s))
-        return out
+    def _view_lag(self, vs: _PgView) -> tuple[int, float]:
+        return self._lag(vs, pgc.slot_lag(self._ctl, vs.slot))
 
     def explain(self, name: str) -> str:
         """The view's plan plus its replication state (slot, positions, lag)."""
@@ -342,12 +310,6 @@ class PostgresSession:
         if vs.error is not None:
             lines.append(f"STOPPED: {vs.error}")
         return "\n".join(lines)
-
-    def subscribe(self, name: str, callback) -> Callable[[], None]:
-        """Call ``callback(change)`` with ``[(row, Δk), …]`` after each change of view ``name``
-        (changes are applied in :meth:`poll`/:meth:`sync`/:meth:`execute`, on that thread)."""
-        self._check_open()
-        return self._state(name).view.subscribe(callback)
 
     def tables(self) -> dict[str, list[str]]:
         """Tables and views of the ``public`` schema and the incremental views, with columns."""
@@ -385,23 +347,6 @@ class PostgresSession:
                 if c is not None:
                     with contextlib.suppress(Exception):
                         c.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
-
-    # -- dispatch ---------------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise IVMError("the session is closed")
-
-    def _state(self, name: str) -> _PgView:
-        vs = self._views.get(name.lower())
-        if vs is None:
-            raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
-        return vs
 
     def _in_user_txn(self) -> bool:
         from psycopg import pq
@@ -737,7 +682,7 @@ class PostgresSession:
         schema = {t: {c: typ for c, _, typ in cols} for t, cols in used.items()}
         view = compile_view(st.select_sql, schema, dialect=self.dialect)
         cur = self._ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
-        columns = _dedupe([d.name for d in cur.description])
+        columns = dedupe_names([d.name for d in cur.description])
         types = [self._ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
                  for d in cur.description]
         if st.columns:

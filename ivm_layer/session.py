@@ -23,15 +23,15 @@ database recompiles and reloads them from the current table contents when it con
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Self
+from typing import Any
 
 from connectors import duckdb as duck
 
 from .compile import compile_view
 from .engine.view import View
 from .errors import IVMError, SQLError
+from .session_base import Cursor, SessionBase, ViewInfo, dedupe_names
 from .sql.statements import (
     CreateIncrementalView,
     DropView,
@@ -39,72 +39,15 @@ from .sql.statements import (
     SelectStatement,
     TransactionControl,
     classify,
-    split_statements,
 )
+
+__all__ = ["Cursor", "Session", "ViewInfo", "connect"]
 
 quote = duck.quote
 
 # Statements that write the tables they name and can run inside a transaction: run together
 # with the capture in one transaction when autocommitting.
 _WRAPPED_KINDS = {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATETABLE", "COPY"}
-
-
-class Cursor:
-    """A DB-API style cursor over a fully fetched result."""
-
-    arraysize = 1
-
-    def __init__(self, description: list | None = None, rows: list[tuple] | None = None,
-                 rowcount: int = -1):
-        self.description = description
-        self._rows = rows or []
-        self._pos = 0
-        self.rowcount = rowcount
-
-    def fetchone(self) -> tuple | None:
-        if self._pos >= len(self._rows):
-            return None
-        row = self._rows[self._pos]
-        self._pos += 1
-        return row
-
-    def fetchmany(self, size: int | None = None) -> list[tuple]:
-        n = self.arraysize if size is None else size
-        out = self._rows[self._pos:self._pos + n]
-        self._pos += len(out)
-        return out
-
-    def fetchall(self) -> list[tuple]:
-        out = self._rows[self._pos:]
-        self._pos = len(self._rows)
-        return out
-
-    def __iter__(self) -> Iterator[tuple]:
-        while True:
-            row = self.fetchone()
-            if row is None:
-                return
-            yield row
-
-    def close(self) -> None:
-        self._rows = []
-        self._pos = 0
-
-
-@dataclass(frozen=True)
-class ViewInfo:
-    """What a session knows about one incremental view (``Session.info``; the shell's ``\\dv``)."""
-
-    name: str
-    kind: str                   # "incremental" (served from the engine) or "materialized" (a table too)
-    rows: int                   # total multiplicity of the view's current contents
-    query_class: str            # the planner's class, e.g. "q-hierarchical"
-    tables: tuple[str, ...]     # base tables read
-    columns: tuple[str, ...]    # output column names
-    types: tuple[str, ...]      # the database's column types
-    definition: str             # the CREATE INCREMENTAL VIEW statement
-    lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
-    lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
 
 
 @dataclass
@@ -160,7 +103,7 @@ def connect(url: str | None = None, **options: Any) -> Session:
     return Session(conn, url=url or "duckdb://")
 
 
-class Session:
+class Session(SessionBase):
     """A DuckDB connection with incremental views. Build it with :func:`connect`."""
 
     dialect = "duckdb"
@@ -177,26 +120,6 @@ class Session:
         self._load_catalog()
 
     # -- public API ---------------------------------------------------------------------
-    def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> Cursor:
-        """Run one or more statements; return the cursor of the last one."""
-        self._check_open()
-        texts = split_statements(sql, self.dialect)
-        if params is not None and len(texts) != 1:
-            raise IVMError(f"parameters need exactly one statement, got {len(texts)}")
-        cur = Cursor()
-        for text in texts:
-            cur = self._execute_one(text, params)
-        return cur
-
-    def view(self, name: str) -> View:
-        """The engine view ``name`` (kept fresh by this session)."""
-        self._check_open()
-        return self._state(name).view
-
-    @property
-    def views(self) -> list[str]:
-        return sorted(self._views)
-
     def sync(self) -> None:
         """Block until every committed change is applied. Statements run through the session
         are applied as they run; this also captures writes made around the session (through
@@ -221,29 +144,6 @@ class Session:
             raise
         return n
 
-    def info(self, name: str | None = None) -> list[ViewInfo]:
-        """Describe one view (``name``) or all of them, sorted by name."""
-        self._check_open()
-        names = [self._state(name).name] if name is not None else sorted(self._views)
-        out = []
-        for n in names:
-            vs = self._views[n]
-            out.append(ViewInfo(vs.name, "materialized" if vs.materialized else "incremental",
-                                len(vs.view), vs.view.query_class, tuple(vs.tables),
-                                tuple(vs.columns), tuple(vs.types), vs.stmt.definition(self.dialect)))
-        return out
-
-    def explain(self, name: str) -> str:
-        """The view's plan (the GJT drawn as a tree, class, costs, what is materialized)."""
-        self._check_open()
-        return self._state(name).view.explain()
-
-    def subscribe(self, name: str, callback) -> Callable[[], None]:
-        """Call ``callback(change)`` with ``[(row, Δk), …]`` after each change of view ``name``;
-        returns a function that unsubscribes."""
-        self._check_open()
-        return self._state(name).view.subscribe(callback)
-
     def tables(self) -> dict[str, list[str]]:
         """Tables, views and incremental views of the database with their columns (for
         completion and ``\\d``), names lower-cased where the database folds them."""
@@ -259,22 +159,10 @@ class Session:
             out[n] = list(vs.columns)
         return out
 
-    def _state(self, name: str) -> _ViewState:
-        vs = self._views.get(name.lower())
-        if vs is None:
-            raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
-        return vs
-
     def close(self) -> None:
         if not self._closed:
             self._closed = True
             self._conn.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(self, *exc) -> None:
-        self.close()
 
     @property
     def connection(self):
@@ -283,10 +171,6 @@ class Session:
         return self._conn
 
     # -- dispatch -----------------------------------------------------------------------
-    def _check_open(self) -> None:
-        if self._closed:
-            raise IVMError("the session is closed")
-
     def _execute_one(self, text: str, params) -> Cursor:
         st = classify(text, self.dialect)
         if isinstance(st, CreateIncrementalView):
@@ -499,7 +383,7 @@ class Session:
         view.apply(batch)
         desc = self._conn.execute(f"DESCRIBE {st.select_sql}").fetchall()
         types = [r[1] for r in desc]
-        columns = _dedupe([r[0] for r in desc])
+        columns = dedupe_names([r[0] for r in desc])
         if st.columns:
             if len(st.columns) != len(types):
                 raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
@@ -619,17 +503,4 @@ def _expand(pairs) -> list[tuple]:
             out.append(row)
         else:
             out.extend([row] * k)
-    return out
-
-
-def _dedupe(names: list[str]) -> list[str]:
-    seen: set[str] = set()
-    out = []
-    for n in names:
-        base, cand, i = n, n, 0
-        while cand.lower() in seen:
-            i += 1
-            cand = f"{base}_{i}"
-        seen.add(cand.lower())
-        out.append(cand)
     return out
