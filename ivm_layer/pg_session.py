@@ -75,7 +75,7 @@ from connectors.pgoutput import PgOutputDecoder, Transaction, ValueDecoder, lsn_
 from .compile import compile_view
 from .engine.view import View
 from .errors import IVMError, SQLError
-from .session_base import Cursor, SessionBase, dedupe_names
+from .session_base import Cursor, SessionBase, ViewStateBase, dedupe_names
 from .sql.statements import (
     CreateIncrementalView,
     DropView,
@@ -167,7 +167,7 @@ class _Reader:
 
 
 @dataclass
-class _PgView:
+class _PgView(ViewStateBase):
     stmt: CreateIncrementalView
     view: View
     tables: list[str]                       # engine table names
@@ -189,14 +189,6 @@ class _PgView:
     pending_since: Any = None
     col_index: dict[str, list[int]] = field(default_factory=dict)   # relation column positions
     oids: dict[str, int] = field(default_factory=dict)              # source table OIDs
-
-    @property
-    def name(self) -> str:
-        return self.stmt.name
-
-    @property
-    def materialized(self) -> bool:
-        return self.stmt.materialized
 
 
 class PostgresSession(SessionBase):

@@ -31,7 +31,7 @@ from connectors import duckdb as duck
 from .compile import compile_view
 from .engine.view import View
 from .errors import IVMError, SQLError
-from .session_base import Cursor, SessionBase, ViewInfo, dedupe_names
+from .session_base import Cursor, SessionBase, ViewStateBase, ViewInfo, dedupe_names
 from .sql.statements import (
     CreateIncrementalView,
     DropView,
@@ -51,7 +51,7 @@ _WRAPPED_KINDS = {"INSERT", "UPDATE", "DELETE", "MERGE", "TRUNCATETABLE", "COPY"
 
 
 @dataclass
-class _ViewState:
+class _ViewState(ViewStateBase):
     stmt: CreateIncrementalView
     view: View
     tables: list[str]
@@ -60,14 +60,6 @@ class _ViewState:
     version: int = 0            # bumped on every change
     temp_version: int = -1      # version loaded into the TEMP table (non-materialized)
     undo: list = field(default_factory=list)
-
-    @property
-    def name(self) -> str:
-        return self.stmt.name
-
-    @property
-    def materialized(self) -> bool:
-        return self.stmt.materialized
 
 
 def connect(url: str | None = None, **options: Any) -> Session:

@@ -72,6 +72,20 @@ class ViewInfo:
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
 
 
+class ViewStateBase:
+    """Mixin of a session's per-view state: name and kind come from its CREATE statement."""
+
+    stmt: Any
+
+    @property
+    def name(self) -> str:
+        return self.stmt.name
+
+    @property
+    def materialized(self) -> bool:
+        return self.stmt.materialized
+
+
 class SessionBase:
     """Shared part of the sessions. Subclasses set ``dialect``, keep their views in
     ``self._views`` (name → state with ``stmt``, ``view``, ``tables``, ``columns``, ``types``,
