@@ -22,6 +22,11 @@ SELECT = ("SELECT r.a, r.k, s.x, t.y, t.tag FROM r JOIN s ON r.k = s.k JOIN t ON
           "AND t.tag <> 'skip'")
 VIEWS = f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS\n{SELECT};\n"
 COLUMNS = "a, k, x, y, tag"
+# a grouped view over the same join (single-shard daemons only): its sink columns are typed by
+# the source database (COUNT → bigint, SUM(int) → bigint)
+AGG_SELECT = ("SELECT r.k, COUNT(*) AS n, SUM(t.y) AS total FROM r JOIN s ON r.k = s.k "
+              "JOIN t ON s.x < t.y AND t.tag <> 'skip' GROUP BY r.k")
+AGG_VIEWS = f"CREATE INCREMENTAL MATERIALIZED VIEW g3 AS\n{AGG_SELECT};\n"
 
 
 def create_tables(url: str, seed: int = 1) -> None:
@@ -96,15 +101,15 @@ class Writers:
         return (int(hi, 16) << 32) | int(lo, 16)
 
 
-def expected(url: str) -> Counter:
+def expected(url: str, select: str = SELECT) -> Counter:
     with psycopg.connect(url) as c:
-        return Counter(c.execute(SELECT).fetchall())
+        return Counter(c.execute(select).fetchall())
 
 
-def materialized(url: str, view: str = "v3") -> Counter:
+def materialized(url: str, view: str = "v3", columns: str = COLUMNS) -> Counter:
     with psycopg.connect(url) as c:
         out = Counter()
-        for *row, n in c.execute(f"SELECT {COLUMNS}, ivm_count FROM {view}").fetchall():
+        for *row, n in c.execute(f"SELECT {columns}, ivm_count FROM {view}").fetchall():
             out[tuple(row)] += n
         return out
 

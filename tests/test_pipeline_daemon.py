@@ -12,6 +12,8 @@ import time
 
 import psycopg
 from daemon_workload import (
+    AGG_SELECT,
+    AGG_VIEWS,
     VIEWS,
     Daemon,
     Writers,
@@ -28,9 +30,9 @@ def _diff(a, b) -> str:
 def test_daemon_end_to_end_with_kill9(pg_url, tmp_path):
     create_tables(pg_url)
     views = tmp_path / "views.sql"
-    views.write_text(VIEWS)
+    views.write_text(VIEWS + AGG_VIEWS)
     ckpt = str(tmp_path / "ckpt")
-    args = ["--source", pg_url, "--views", str(views), "--master", "local[2]", "--trigger", "1s",
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]", "--trigger", "1s",
             "--max-changes-per-batch", "500", "--sink", "source", "--sink", f"parquet:{tmp_path / 'pq'}"]
     log = str(tmp_path / "daemon.log")
 
@@ -52,6 +54,7 @@ def _run(procs, args, ckpt, log, pg_url, tmp_path):
     cold_start = time.monotonic() - d.started
     assert st["last_batch"]["batch_id"] == 0
     assert materialized(pg_url) == expected(pg_url)  # the snapshot batch alone is exact
+    assert materialized(pg_url, "g3", "k, n, total") == expected(pg_url, AGG_SELECT)
 
     writers = Writers(pg_url).start()
     procs.append(writers)
@@ -71,6 +74,8 @@ def _run(procs, args, ckpt, log, pg_url, tmp_path):
     got, want = materialized(pg_url), expected(pg_url)
     assert got == want, _diff(got, want)
     assert sum(want.values()) > 0
+    got_g, want_g = materialized(pg_url, "g3", "k, n, total"), expected(pg_url, AGG_SELECT)
+    assert got_g == want_g and set(got_g.values()) == {1}, _diff(got_g, want_g)
 
     # the parquet sink: the sum of all per-batch deltas is the view, once per batch id
     from collections import Counter

@@ -45,7 +45,7 @@ def _run_sharded(pg_url, tmp_path, master: str) -> None:
     create_tables(pg_url, seed=3)
     views = tmp_path / "views.sql"
     views.write_text(VIEWS)
-    args = ["--source", pg_url, "--views", str(views), "--master", master, "--shards", "4",
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", master, "--shards", "4",
             "--trigger", "1s", "--max-changes-per-batch", "200",
             "--sink", "source", "--sink", f"parquet:{tmp_path / 'pq'}"]
     d = Daemon(args, str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")).start()

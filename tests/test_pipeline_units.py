@@ -308,3 +308,56 @@ def test_example_daemon_config_and_views_compile():
     st = EngineState(defs, schema)
     assert set(st.views) == {"repeated_card_use", "order_shipments"}
     assert [ViewRouter(d, schema, 2).mode for d in defs] == ["hash", "grid"]
+
+
+def test_aggregate_view_columns_are_typed_by_the_source(pg_url):
+    from ivm_layer import IVMError, compile_view
+    from ivm_layer.pipeline.pgsource import view_types
+    from ivm_layer.pipeline.sinks import SinkError, view_layout
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, k int)")
+    sql = "SELECT r.k, COUNT(*) AS n, SUM(r.a) AS s, AVG(r.a) AS m FROM r GROUP BY r.k"
+    types = view_types(pg_url, sql)
+    assert types == ["integer", "bigint", "bigint", "numeric"]
+    view = compile_view(sql, {"r": {"a": "integer", "k": "integer"}}, dialect="postgres")
+    assert view_layout(view, {}, types) == (["k", "n", "s", "m"], types)
+    with pytest.raises(SinkError, match="aggregate"):
+        view_layout(view, {})
+    with pytest.raises(SinkError, match="types 3 columns"):
+        view_layout(view, {}, types[:3])
+    with pytest.raises(IVMError, match="cannot type"):
+        view_types(pg_url, "SELECT nope FROM r")
+    with psycopg.connect(pg_url) as c:  # the probe left nothing behind
+        assert c.execute("SELECT to_regclass('ivm_type_probe')").fetchone()[0] is None
+
+
+def test_replica_identity_needs_consent(pg_url, tmp_path):
+    from ivm_layer.pipeline.config import DaemonConfig
+    from ivm_layer.pipeline.runner import prepare_source
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, k int); CREATE TABLE s (k int, x int)")
+        c.execute("ALTER TABLE s REPLICA IDENTITY FULL")
+    views = tmp_path / "views.sql"
+    views.write_text("CREATE INCREMENTAL VIEW v AS SELECT r.a, s.x FROM r JOIN s ON r.k = s.k;")
+    defs = parse_views(views.read_text())
+
+    def identities():
+        with psycopg.connect(pg_url) as c:
+            return dict(c.execute("SELECT relname, relreplident::text FROM pg_class "
+                                  "WHERE relname IN ('r', 's')").fetchall())
+
+    cfg = DaemonConfig(source=pg_url, views=str(views), checkpoint=str(tmp_path / "ck")).validate()
+    with pytest.raises(IVMError, match=r"table\(s\) r lack REPLICA IDENTITY FULL.*--set-replica-identity"):
+        prepare_source(cfg, defs)
+    assert identities() == {"r": "d", "s": "f"}  # nothing was changed
+    cfg.set_replica_identity = True
+    schema = prepare_source(cfg, defs)
+    assert identities() == {"r": "f", "s": "f"} and sorted(schema) == ["r", "s"]
+    assert defs[0].types == ["integer", "integer"]
+    args = build_parser().parse_args(["--source", pg_url, "--views", str(views), "--checkpoint", "x",
+                                      "--set-replica-identity"])
+    assert config_from_args(args).set_replica_identity is True
+    args = build_parser().parse_args(["--source", pg_url, "--views", str(views), "--checkpoint", "x"])
+    assert config_from_args(args).set_replica_identity is False

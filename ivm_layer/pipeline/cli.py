@@ -33,6 +33,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--trigger", help="batch interval like 1s or 500ms, or available-now (catch up, exit)")
     p.add_argument("--max-changes-per-batch", type=int, dest="max_changes_per_batch",
                    help="at most this many row changes per batch (whole transactions; default 100000)")
+    p.add_argument("--set-replica-identity", action="store_true", default=None, dest="set_replica_identity",
+                   help="ALTER source tables lacking it to REPLICA IDENTITY FULL (otherwise an error)")
     p.add_argument("--name", help="daemon name (publication, slot and sink bookkeeping derive from it)")
     p.add_argument("--status", action="store_true", help="print the status of the daemon using --checkpoint")
     p.add_argument("--json", action="store_true", help="with --status: print the raw JSON")
@@ -43,7 +45,7 @@ def build_parser() -> argparse.ArgumentParser:
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
     data = load_toml(args.config) if args.config else {}
     for key in ("source", "views", "sinks", "checkpoint", "master", "shards", "trigger",
-                "max_changes_per_batch", "name", "log_level"):
+                "max_changes_per_batch", "name", "log_level", "set_replica_identity"):
         v = getattr(args, key)
         if v is not None:
             data[key] = v

@@ -13,6 +13,7 @@ relative to the file's directory::
     shards = 1
     trigger = "1s"
     max_changes_per_batch = 100000
+    set_replica_identity = false   # true: ALTER the source tables to REPLICA IDENTITY FULL
 """
 
 from __future__ import annotations
@@ -68,6 +69,9 @@ class DaemonConfig:
     snapshot_every: int = 100
     shuffle_partitions: int = 0  # 0: the number of shards (at least 1)
     log_level: str = "ERROR"
+    #: consent to ``ALTER TABLE … REPLICA IDENTITY FULL`` on source tables that lack it (updates
+    #: and deletes must carry the whole old row); without it such a table is an error
+    set_replica_identity: bool = False
 
     def validate(self) -> DaemonConfig:
         """Fill derived defaults and check the settings; returns self."""

@@ -57,6 +57,24 @@ def read_schema(url: str, tables: list[str]) -> dict[str, list[tuple[str, str, i
         conn.close()
 
 
+def view_types(url: str, select_sql: str) -> list[str]:
+    """The SQL types PostgreSQL gives the columns of ``select_sql`` (what a table sink must
+    declare, also for aggregates and expressions): a temporary view, rolled back."""
+    conn = connect(url)
+    try:
+        with conn.transaction(force_rollback=True):
+            conn.execute(f"CREATE TEMP VIEW ivm_type_probe AS {select_sql}")
+            rows = conn.execute(
+                "SELECT format_type(atttypid, atttypmod) FROM pg_attribute "
+                "WHERE attrelid = 'ivm_type_probe'::regclass AND attnum > 0 AND NOT attisdropped "
+                "ORDER BY attnum").fetchall()
+        return [r[0] for r in rows]
+    except Exception as e:
+        raise IVMError(f"the source database cannot type the view query: {e}") from e
+    finally:
+        conn.close()
+
+
 def peek_opts(publication: str) -> str:
     return f"'proto_version', '1', 'publication_names', {quote_literal(publication)}"
 

@@ -73,7 +73,7 @@ class DriverEngine:
         self.last = self.store.recover(self.state)
         self.recovery_seconds = time.monotonic() - t0
         self.sinks = sinks
-        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema) for d in defs}
+        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types) for d in defs}
         for s in sinks:
             s.prepare(layouts, fresh=self.last < 0)
         self.status = status
@@ -123,8 +123,9 @@ class DriverEngine:
 
 
 def prepare_source(cfg: DaemonConfig, defs: list[ViewDef]) -> dict:
-    """Read the tables' schema; (re)create the publication for them and give every table
-    ``REPLICA IDENTITY FULL`` (deletes and updates must carry the whole old row)."""
+    """Read the tables' schema and the view columns' types; check (or, with
+    ``set_replica_identity``, set) ``REPLICA IDENTITY FULL`` on every table (deletes and updates
+    must carry the whole old row); (re)create the publication for them."""
     from connectors.postgres import (
         connect,
         ensure_publication,
@@ -132,19 +133,25 @@ def prepare_source(cfg: DaemonConfig, defs: list[ViewDef]) -> dict:
         set_replica_identity_full,
     )
 
-    from .pgsource import read_schema
+    from .pgsource import read_schema, view_types
 
     tables: list[str] = []
     for d in defs:
         tables += [t for t in d.tables if t not in tables]
     schema = read_schema(cfg.source, tables)
+    for d in defs:
+        d.types = view_types(cfg.source, d.select_sql)
     conn = connect(cfg.source)
     try:
-        for t in tables:
-            if replica_identity(conn, t) != "f":
-                log.warning("setting REPLICA IDENTITY FULL on %s (the daemon needs old rows of "
-                            "updates and deletes)", t)
-                set_replica_identity_full(conn, t)
+        lacking = [t for t in tables if replica_identity(conn, t) != "f"]
+        if lacking and not cfg.set_replica_identity:
+            raise IVMError(
+                f"table(s) {', '.join(lacking)} lack REPLICA IDENTITY FULL, so their updates and "
+                "deletes would not carry the old rows the views need: run ALTER TABLE … REPLICA "
+                "IDENTITY FULL, or start the daemon with --set-replica-identity to let it do so")
+        for t in lacking:
+            log.warning("setting REPLICA IDENTITY FULL on %s (--set-replica-identity)", t)
+            set_replica_identity_full(conn, t)
         ensure_publication(conn, cfg.publication, tables)
     finally:
         conn.close()

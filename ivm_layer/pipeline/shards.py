@@ -318,7 +318,7 @@ def sharded_writer(spark, df, cfg, defs: list[ViewDef], pg_schema: dict, sinks, 
     from .state import compile_defs
 
     views = compile_defs(defs, types)
-    layouts = {d.name: view_layout(views[d.name], pg_schema) for d in defs}
+    layouts = {d.name: view_layout(views[d.name], pg_schema, d.types) for d in defs}
     import os
 
     fresh = not os.path.isdir(os.path.join(cfg.checkpoint, "spark", "commits")) or \

@@ -47,11 +47,20 @@ def qi(name: str) -> str:
     return '"' + name.replace('"', '""') + '"'
 
 
-def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]]) -> tuple[list[str], list[str]]:
-    """The view's column names and PostgreSQL types (from the base column each one reads)."""
+def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]],
+                types: list[str] | None = None) -> tuple[list[str], list[str]]:
+    """The view's column names and PostgreSQL types: ``types`` as the source database typed
+    the view's query (``pgsource.view_types``), else the type of the base column each output
+    column reads (which covers plain join views only)."""
     gcq = view.plan.gcq
+    if types is not None:
+        if len(types) != len(view.columns):
+            raise SinkError(f"the source types {len(types)} columns of the view, the engine has "
+                            f"{len(view.columns)}")
+        return list(view.columns), list(types)
     if gcq.aggregate is not None:
-        raise SinkError("aggregate views cannot be written to table sinks by the daemon yet")
+        raise SinkError("the column types of an aggregate view come from the source database: "
+                        "pass them as types=")
     types = []
     for col, var in zip(gcq.columns, gcq.output):
         found = None

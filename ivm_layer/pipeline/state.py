@@ -43,6 +43,8 @@ class ViewDef:
     select_sql: str
     materialized: bool
     tables: list[str] = field(default_factory=list)
+    #: the source database's SQL types of the view's columns (filled by ``prepare_source``)
+    types: list[str] | None = None
 
 
 def parse_views(text: str) -> list[ViewDef]:

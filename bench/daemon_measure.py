@@ -1,7 +1,7 @@
 """Measure the daemon (not a test): cold start, per-batch overhead, sustained changes/s and
 recovery time after ``kill -9``, on a throwaway PostgreSQL and ``local[2]``.
 
-    .venv/bin/python tests/daemon_measure.py [--changes 50000] [--out result.json]
+    .venv/bin/python bench/daemon_measure.py [--changes 50000] [--out result.json]
 """
 
 from __future__ import annotations
@@ -15,7 +15,8 @@ import time
 
 import psycopg
 
-sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+# the daemon test harness and the throwaway PostgreSQL cluster live with the tests
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from daemon_workload import Daemon
 from pg_cluster import Cluster
@@ -47,7 +48,8 @@ def main() -> None:
         views = os.path.join(tmp, "views.sql")
         with open(views, "w") as f:
             f.write(VIEWS)
-        dargs = ["--source", url, "--views", views, "--master", "local[2]", "--trigger", "1s"]
+        dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", "local[2]",
+                 "--trigger", "1s"]
         ckpt, log = os.path.join(tmp, "ckpt"), os.path.join(tmp, "daemon.log")
         d = Daemon(dargs, ckpt, log).start()
         try:
