@@ -131,3 +131,21 @@ def test_cli_explain(capsys):
     assert main(["explain", "SELECT * FROM r, s, t WHERE r.y = s.y AND s.z = t.z AND t.x = r.x",
                  "--schema", "r(x,y); s(y,z); t(z,x)"]) == 1
     assert "cyclic" in capsys.readouterr().err
+
+
+def test_stats_account_for_stored_tuples():
+    import ivm_layer
+
+    v = ivm_layer.compile_view("SELECT r.a, s.c FROM r, s WHERE r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+    assert v.stats()["stored"] == 0
+    v.apply({"r": [((1, 2), 1), ((1, 2), 1), ((3, 4), 1)], "s": [((2, 9), 1)]})
+    st = v.stats()
+    assert st["base_rows"] == 3 and st["index_entries"] > 0 and st["core_entries"] == 0
+    assert st["stored"] == sum(x for k, x in st.items() if k != "stored")
+    assert f"state: {st['base_rows']} base rows, {st['index_entries']} index entries" in v.explain()
+    g = ivm_layer.compile_view("SELECT r.a, MIN(r.b), COUNT(*) FROM r GROUP BY r.a", {"r": ["a", "b"]})
+    g.apply({"r": [((1, 2), 1), ((1, 5), 1), ((7, 5), 1)]})
+    gs = g.stats()
+    assert gs["groups"] == 2 and gs["multiset_values"] == 3 and gs["base_rows"] == 3
+    g.delete("r", (7, 5))
+    assert g.stats()["groups"] == 1 and g.stats()["multiset_values"] == 2

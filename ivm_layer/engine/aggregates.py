@@ -447,6 +447,16 @@ class AggregateView:
         lines.append(self._base.explain())
         return "\n".join(lines)
 
+    def stats(self) -> dict[str, int]:
+        """The join's :meth:`View.stats` plus ``groups`` (per-group aggregate states) and
+        ``multiset_values`` (distinct values held by MIN/MAX/DISTINCT multisets)."""
+        out = self._base.stats()
+        out["groups"] = len(self._state)
+        out["multiset_values"] = sum(len(x.counts) for st in self._state.values() for x in st
+                                     if isinstance(x, Multiset))
+        out["stored"] += out["groups"] + out["multiset_values"]
+        return out
+
     def __repr__(self) -> str:
         return f"<ivm_layer.AggregateView {self.query_class} columns={self.columns} rows={len(self)}>"
 

@@ -76,11 +76,23 @@ class View:
     def explain(self) -> str:
         """The plan: class, costs, what is materialized, and the GJT with its connex subset N."""
         head = [f"view columns: {', '.join(self.columns)}", f"query: {self.plan.gcq}"]
-        core_rows = f", core: {self._core._trep.size()} index entries" if self._core is not None else ""
-        stats = (f"state: {sum(len(t) for t in self._tables.values())} base rows, "
-                 f"{self._trep.size()} index entries{core_rows}"
-                 + (f", {len(self._materialized)} materialized rows" if self._materialized is not None else ""))
+        st = self.stats()
+        stats = (f"state: {st['base_rows']} base rows, {st['index_entries']} index entries"
+                 + (f", core: {st['core_entries']} index entries" if self._core is not None else "")
+                 + (f", {st['materialized_rows']} materialized rows" if self._materialized is not None else ""))
         return "\n".join(head + [self.plan.explain(), stats])
+
+    def stats(self) -> dict[str, int]:
+        """What the view stores, in tuples (the memory accounting behind ``explain()``):
+        ``base_rows`` (distinct rows of the input tables), ``index_entries`` (entries of the
+        T-representation's indexes), ``core_entries`` (of a materialized cyclic core),
+        ``materialized_rows`` (a materialized projected result) and their sum ``stored``."""
+        out = {"base_rows": sum(len(t) for t in self._tables.values()),
+               "index_entries": self._trep.size(),
+               "core_entries": self._core._trep.size() if self._core is not None else 0,
+               "materialized_rows": len(self._materialized) if self._materialized is not None else 0}
+        out["stored"] = sum(out.values())
+        return out
 
     def __repr__(self) -> str:
         return f"<ivm_layer.View {self.plan.klass} columns={self.columns} rows={len(self)}>"
