@@ -8,7 +8,8 @@
   (``CREATE OR REPLACE TEMP TABLE … AS <view>``) after every batch of B updates; the per-update
   cost is the whole wall time (writes + recomputations) divided by the number of updates.
 * ``naive``: first-order IVM with a materialized result (``bench/naive.py``).
-* ``pathway`` / ``flink``: optional peers, detected by import; see :func:`run_peer`.
+* ``pathway`` / ``flink``: optional peers, detected by import and run when installed
+  (``bench/peers.py``); otherwise reported as ``skipped: not installed``.
 
 Records are plain dicts (JSON-ready). The runners are called in a child process by
 ``bench/isolate.py`` (time budget, peak RSS) and directly by the tests.
@@ -20,7 +21,6 @@ import gc
 import hashlib
 import importlib.util
 import itertools
-import re
 import time
 import traceback
 from typing import Any, Callable, Iterable, Iterator
@@ -28,6 +28,7 @@ from typing import Any, Callable, Iterable, Iterator
 import ivm_layer
 
 from . import naive as naive_mod
+from . import peers as peers_mod
 from .workloads import Workload
 
 ENGINE_SYSTEMS = ("ivm-pull", "ivm-push")
@@ -71,8 +72,9 @@ def precheck(w: Workload, system: str) -> dict | None:
         module, how = PEERS[system]
         if importlib.util.find_spec(module) is None:
             return {"status": "skipped", "reason": f"not installed ({how})"}
-        return {"status": "skipped",
-                "reason": f"{module} is installed, but this benchmark has no {system} runner yet"}
+        if w.requires == "aggregates":
+            return {"status": "skipped", "reason": f"GROUP BY is not translated for the {system} runner"}
+        return None
     if w.requires == "aggregates":
         if system == "naive":
             return {"status": "skipped", "reason": "the naive baseline has no GROUP BY"}
@@ -150,20 +152,14 @@ def measure_enumeration(rows_fn: Callable[[], Iterator], cap: int) -> dict:
     return out
 
 
-_STATE_RE = re.compile(r"state: (\d+) base rows, (\d+) index entries"
-                       r"(?:, core: (\d+) index entries)?(?:, (\d+) materialized rows)?")
-
-
-def engine_state(view: Any) -> dict | None:
-    """The engine's own accounting of what it stores, read from the ``state:`` line of
-    ``view.explain()`` (base rows kept for delete validation, T-representation index entries,
-    index entries of a materialized core, materialized result rows)."""
-    m = _STATE_RE.search(view.explain())
-    if not m:
-        return None
-    base, idx, core, mat = (int(x) if x else 0 for x in m.groups())
-    return {"base_rows": base, "index_entries": idx, "core_index_entries": core,
-            "materialized_rows": mat, "stored_tuples": base + idx + core + mat}
+def engine_state(view: Any) -> dict:
+    """The engine's own accounting of what it stores (``view.stats()``: base rows kept for
+    delete validation, T-representation index entries, index entries of a materialized core,
+    materialized result rows; for aggregate views also groups and multiset values)."""
+    st = dict(view.stats())
+    st["core_index_entries"] = st.pop("core_entries")
+    st["stored_tuples"] = st.pop("stored")
+    return st
 
 
 def _counts(stream: list) -> dict:
@@ -417,7 +413,35 @@ def run_duckdb(w: Workload, stream: list, cfg: dict, probe: Probe) -> dict:
     return rec
 
 
-RUNNERS = {"ivm-pull": run_ivm_pull, "ivm-push": run_ivm_push, "duckdb": run_duckdb, "naive": run_naive}
+# ----------------------------------------------------------------------------- peers
+def _run_peer(system: str) -> Callable[[Workload, list, dict, Probe], dict]:
+    """A runner for an optional peer (``bench/peers.py``): the peer maintains the view and hands
+    back its final result bag; timing, view size and fingerprint are computed here, as for
+    every other system."""
+
+    def runner(w: Workload, stream: list, cfg: dict, probe: Probe) -> dict:
+        res = peers_mod.RUNNERS[system](w, stream, probe)
+        rec = res.rec
+        if res.bag is None:
+            return rec
+        _timing(rec, len(stream), res.secs)
+        bag = res.bag
+        if any(k < 0 for k in bag.values()):
+            raise RuntimeError(f"{system}'s result has rows with negative multiplicity")
+        rec["view_size"] = sum(bag.values())
+        if len(bag) <= cfg["fingerprint_cap"]:
+            rec["distinct_rows"] = len(bag)
+            rec["fingerprint"] = fingerprint(bag.items())
+            rec["enum_sum_k"] = rec["view_size"]
+        else:
+            rec["fingerprint"] = None
+        return rec
+
+    return runner
+
+
+RUNNERS = {"ivm-pull": run_ivm_pull, "ivm-push": run_ivm_push, "duckdb": run_duckdb, "naive": run_naive,
+           **{p: _run_peer(p) for p in PEERS}}
 
 
 def run(system: str, w: Workload, stream: list, cfg: dict, probe: Probe | None = None) -> dict:
