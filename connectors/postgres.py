@@ -33,7 +33,7 @@ import select
 import struct
 import sys
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
 from ivm_layer.errors import IVMError
@@ -224,10 +224,8 @@ def copy_tables(url: str, snapshot: str | None, tables: dict[str, list[tuple[str
 
 def copy_table(conn, table: str, columns: list[tuple[str, int]], values: ValueDecoder,
                progress: ProgressFn | None = None) -> list[tuple]:
-    """``COPY (SELECT cols FROM table) TO STDOUT`` on ``conn`` (inside the caller's
-    transaction), text format parsed here and decoded with ``values``' loaders."""
-    loaders = [values.loader(oid) for _, oid in columns]
-    cols = ", ".join(quote_ident(c) for c, _ in columns)
+    """All rows of ``table`` (:func:`copy_batches` on ``conn``, inside the caller's transaction),
+    reporting ``progress`` every 50,000 rows against the planner's row estimate."""
     total = 0
     if progress is not None:
         est, size = conn.execute("SELECT reltuples::bigint, pg_relation_size(oid) FROM pg_class "
@@ -236,23 +234,44 @@ def copy_table(conn, table: str, columns: list[tuple[str, int]], values: ValueDe
             est = conn.execute(f"SELECT count(*) FROM {quote_table(table)}").fetchone()[0]
         total = max(0, int(est))
     rows: list[tuple] = []
-    append = rows.append
-    ncols = len(columns)
-    with conn.cursor().copy(f"COPY (SELECT {cols} FROM {quote_table(table)}) TO STDOUT") as cp:
-        for chunk in cp:
-            for line in bytes(chunk).split(b"\n"):
-                if not line:
-                    continue
-                fields = line.split(b"\t")
-                if len(fields) != ncols:
-                    raise PostgresError(f"COPY of {table}: {len(fields)} fields, expected {ncols}")
-                append(tuple(None if f == b"\\N" else ld(_unescape(f) if b"\\" in f else f)
-                             for ld, f in zip(loaders, fields)))
-            if progress is not None and len(rows) % 50_000 < 1:
-                progress(table, len(rows), total)
+    reported = 0
+    for batch in copy_batches(conn, table, columns, values):
+        rows += batch
+        if progress is not None and len(rows) - reported >= 50_000:
+            reported = len(rows)
+            progress(table, reported, total)
     if progress is not None:
         progress(table, len(rows), max(total, len(rows)))
     return rows
+
+
+def copy_batches(conn, table: str, columns: list[tuple[str, int]], values: ValueDecoder,
+                 where: str = "") -> Iterator[list[tuple]]:
+    """``COPY (SELECT cols FROM table [WHERE where]) TO STDOUT`` on ``conn``, as lists of rows
+    (one per chunk received): the text format parsed here (a line may span chunks) and each
+    field decoded with ``values``' loaders, so the rows equal what the replication stream
+    decodes."""
+    loaders = [values.loader(oid) for _, oid in columns]
+    cols = ", ".join(quote_ident(c) for c, _ in columns)
+    sql = f"SELECT {cols} FROM {quote_table(table)}" + (f" WHERE {where}" if where else "")
+    ncols = len(columns)
+    with conn.cursor().copy(f"COPY ({sql}) TO STDOUT") as cp:
+        pending = b""
+        for chunk in cp:
+            data = bytes(chunk)
+            lines = (pending + data if pending else data).split(b"\n")
+            pending = lines.pop()
+            batch = []
+            for line in lines:
+                fields = line.split(b"\t")
+                if len(fields) != ncols:
+                    raise PostgresError(f"COPY of {table}: {len(fields)} fields, expected {ncols}")
+                batch.append(tuple(None if f == b"\\N" else ld(_unescape(f) if b"\\" in f else f)
+                                   for ld, f in zip(loaders, fields)))
+            if batch:
+                yield batch
+        if pending:
+            raise PostgresError(f"COPY of {table}: truncated last line")
 
 
 _ESC = {ord("b"): 8, ord("f"): 12, ord("n"): 10, ord("r"): 13, ord("t"): 9, ord("v"): 11, ord("\\"): 92}

@@ -24,13 +24,10 @@ from connectors.pgoutput import PgOutputDecoder, Transaction, ValueDecoder, pars
 from connectors.postgres import (
     PostgresError,
     connect,
-    quote_ident,
+    copy_batches,
     quote_literal,
     quote_table,
     table_columns,
-)
-from connectors.postgres import (
-    _unescape as _copy_unescape,  # COPY text escapes (same format)
 )
 
 from ..errors import IVMError
@@ -201,15 +198,11 @@ def block_slices(url: str, table: str, rows_per_slice: int) -> list[tuple[int | 
 def copy_slice(url: str, snapshot: str | None, table: str, columns: list[tuple[str, int]],
                lo: int | None, hi: int | None) -> Iterator[tuple]:
     """Rows of ``table`` in heap blocks ``[lo, hi)`` as of the exported ``snapshot``."""
-    values = ValueDecoder()
-    loaders = [values.loader(oid) for _, oid in columns]
-    cols = ", ".join(quote_ident(c) for c, _ in columns)
     where = []
     if lo is not None:
         where.append(f"ctid >= '({int(lo)},0)'::tid")
     if hi is not None:
         where.append(f"ctid < '({int(hi)},0)'::tid")
-    sql = f"SELECT {cols} FROM {quote_table(table)}" + (" WHERE " + " AND ".join(where) if where else "")
     conn = connect(url)
     try:
         conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
@@ -219,21 +212,8 @@ def copy_slice(url: str, snapshot: str | None, table: str, columns: list[tuple[s
             except Exception as e:
                 raise PostgresError(f"the exported snapshot {snapshot!r} is gone (the daemon's "
                                     f"replication connection closed during the initial load): {e}") from e
-        ncols = len(columns)
-        with conn.cursor().copy(f"COPY ({sql}) TO STDOUT") as cp:
-            pending = b""
-            for chunk in cp:
-                data = pending + bytes(chunk)
-                lines = data.split(b"\n")
-                pending = lines.pop()
-                for line in lines:
-                    fields = line.split(b"\t")
-                    if len(fields) != ncols:
-                        raise PostgresError(f"COPY of {table}: {len(fields)} fields, expected {ncols}")
-                    yield tuple(None if f == b"\\N" else ld(_copy_unescape(f) if b"\\" in f else f)
-                                for ld, f in zip(loaders, fields))
-            if pending:
-                raise PostgresError(f"COPY of {table}: truncated last line")
+        for batch in copy_batches(conn, table, columns, ValueDecoder(), " AND ".join(where)):
+            yield from batch
         conn.execute("COMMIT")
     finally:
         conn.close()
