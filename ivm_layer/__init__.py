@@ -18,7 +18,7 @@ from .errors import (
     UnsupportedSQLError,
     UpdateError,
 )
-from .session import connect
+from .sessions import connect
 
 __version__ = "0.1.0"
 

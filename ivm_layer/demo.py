@@ -69,7 +69,7 @@ class _Progress:
 def run(n: int = 20_000, batch: int = 200, seed: int = 7, show: int = 10,
         out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> int:
     """Run the demo; returns 0 when the incremental view equals DuckDB's recomputation."""
-    from .session import connect
+    from .sessions import connect
 
     body = fraud_sql()
     session = connect()

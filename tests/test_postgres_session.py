@@ -13,7 +13,7 @@ import pytest
 import ivm_layer
 from connectors import postgres as pgc
 from ivm_layer.errors import IVMError, SQLError
-from ivm_layer.pg_session import SourceChangedError, slot_name
+from ivm_layer.sessions.postgres import SourceChangedError, slot_name
 
 
 def writer(url):
@@ -249,7 +249,7 @@ def test_source_table_recreated_while_closed_is_rebuilt(db):
 
 def test_lag_warning(db):
     url, w, state = db
-    from ivm_layer.pg_session import LagWarning
+    from ivm_layer.sessions.postgres import LagWarning
 
     with open_session(url, state, lag_warning_bytes=1) as s:
         s.execute("CREATE INCREMENTAL VIEW v AS SELECT r.a FROM r")

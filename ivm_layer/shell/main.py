@@ -28,13 +28,7 @@ def _connect(url: str | None, args) -> object:
     if options and not (url or "").startswith(("postgresql://", "postgres://")):
         raise ShellError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: "
                          "only for PostgreSQL URLs")
-    try:
-        return ivm_layer.connect(url, **options)
-    except ModuleNotFoundError as e:
-        if e.name and e.name.endswith("pg_session"):
-            raise ShellError("PostgreSQL sessions (ivm_layer.pg_session) are not available in "
-                             "this installation") from None
-        raise
+    return ivm_layer.connect(url, **options)
 
 
 def _database_name(runner: Runner) -> str:

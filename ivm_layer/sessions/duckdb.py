@@ -28,11 +28,11 @@ from typing import Any
 
 from connectors import duckdb as duck
 
-from .compile import compile_view
-from .engine.view import View
-from .errors import IVMError, SQLError
-from .session_base import Cursor, SessionBase, ViewStateBase, ViewInfo, dedupe_names
-from .sql.statements import (
+from ..compile import compile_view
+from ..engine.view import View
+from ..errors import IVMError, SQLError
+from .core import Cursor, SessionBase, ViewStateBase, ViewInfo, dedupe_names
+from ..sql.statements import (
     CreateIncrementalView,
     DropView,
     Passthrough,
@@ -65,13 +65,13 @@ class _ViewState(ViewStateBase):
 def connect(url: str | None = None, **options: Any) -> Session:
     """Open a session. ``None``, ``"duckdb://"``, ``":memory:"``: in-memory DuckDB;
     ``"duckdb:///path/file.duckdb"`` or a path ending in ``.duckdb``: a DuckDB file;
-    ``"postgresql://…"``: a :class:`~ivm_layer.pg_session.PostgresSession`, with ``options``
+    ``"postgresql://…"``: a :class:`~ivm_layer.sessions.postgres.PostgresSession`, with ``options``
     (``session=``, ``state_dir=``, ``set_replica_identity=``, …) passed to
-    :func:`~ivm_layer.pg_session.connect_postgres`."""
+    :func:`~ivm_layer.sessions.postgres.connect_postgres`."""
     import duckdb
 
     if url is not None and url.startswith(("postgresql://", "postgres://")):
-        from .pg_session import connect_postgres
+        from .postgres import connect_postgres
 
         return connect_postgres(url, **options)
     if options:

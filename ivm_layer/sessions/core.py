@@ -1,7 +1,7 @@
 """What every session offers, whatever the database behind it: the DB-API style
 :class:`Cursor`, :class:`ViewInfo` and :class:`SessionBase` (statement dispatch and the view
-introspection API used by the shell). :mod:`ivm_layer.session` (DuckDB) and
-:mod:`ivm_layer.pg_session` (PostgreSQL) subclass it with their change capture."""
+introspection API used by the shell). :mod:`ivm_layer.sessions.duckdb` (DuckDB) and
+:mod:`ivm_layer.sessions.postgres` (PostgreSQL) subclass it with their change capture."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
-from .engine.view import View
-from .errors import IVMError
-from .sql.statements import split_statements
+from ..engine.view import View
+from ..errors import IVMError
+from ..sql.statements import split_statements
 
 
 class Cursor:

@@ -1,7 +1,7 @@
 """Sessions over PostgreSQL: incremental views kept fresh from logical replication.
 
 ``ivm_layer.connect("postgresql://…")`` returns a :class:`PostgresSession`, with the same
-public methods as the DuckDB :class:`~ivm_layer.session.Session`. Every statement goes to
+public methods as the DuckDB :class:`~ivm_layer.sessions.duckdb.Session`. Every statement goes to
 PostgreSQL unchanged except ``CREATE [OR REPLACE] INCREMENTAL [MATERIALIZED] VIEW``,
 ``DROP VIEW`` of an incremental view, and ``SELECT`` from a non-materialized incremental
 view (answered by PostgreSQL over a ``TEMP`` table holding the engine's current rows).
@@ -72,11 +72,11 @@ from sqlglot import exp
 from connectors import postgres as pgc
 from connectors.pgoutput import PgOutputDecoder, Transaction, ValueDecoder, lsn_str
 
-from .compile import compile_view
-from .engine.view import View
-from .errors import IVMError, SQLError
-from .session_base import Cursor, SessionBase, ViewStateBase, dedupe_names
-from .sql.statements import (
+from ..compile import compile_view
+from ..engine.view import View
+from ..errors import IVMError, SQLError
+from .core import Cursor, SessionBase, ViewStateBase, dedupe_names
+from ..sql.statements import (
     CreateIncrementalView,
     DropView,
     SelectStatement,
