@@ -149,3 +149,26 @@ def test_stats_account_for_stored_tuples():
     assert gs["groups"] == 2 and gs["multiset_values"] == 3 and gs["base_rows"] == 3
     g.delete("r", (7, 5))
     assert g.stats()["groups"] == 1 and g.stats()["multiset_values"] == 2
+
+
+def test_two_phase_update_is_all_or_nothing_across_views():
+    """prepare() validates without changing anything; commit() applies; a stale prepared batch
+    is refused (sessions update several views through this pair)."""
+    from ivm_layer import UpdateError, compile_view
+
+    schema = {"r": ["a", "b"], "s": ["b", "c"]}
+    v1 = compile_view("SELECT r.a, s.c FROM r JOIN s ON r.b = s.b", schema)
+    v2 = compile_view("SELECT b, count(*) FROM r GROUP BY b", schema)
+    good = {"r": [((1, 2), 1)], "s": [((2, 3), 1)]}
+    p1, p2 = v1.prepare(good), v2.prepare({"r": good["r"]})
+    assert len(v1) == 0 and len(v2) == 0
+    assert v1.commit(p1, want_change=True) == [((1, 3), 1)]
+    assert v2.commit(p2, want_change=True) == [((2, 1), 1)]
+    with pytest.raises(UpdateError):
+        v1.prepare({"r": [((9, 9), -1)]})
+    assert sorted(v1.rows()) == [((1, 3), 1)]
+    stale = v1.prepare({"r": [((5, 2), 1)]})
+    v1.insert("r", (6, 2))
+    with pytest.raises(UpdateError, match="stale"):
+        v1.commit(stale)
+    assert len(v1) == 2

@@ -33,7 +33,7 @@ from ..errors import ConcurrentModificationError, UpdateError
 from ..planner import plan as make_plan
 from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
 from .leaves import value_kind
-from .view import View
+from .view import Prepared, View
 
 Change = list[tuple[tuple, int]]
 
@@ -541,13 +541,29 @@ class AggregateView:
                                           f"{have} values of the same column; no change was applied")
         return pending
 
-    def _apply(self, batch: Mapping) -> Change:
+    def prepare(self, batch: Mapping) -> Prepared:
+        """Phase one of a two-phase update (see :meth:`View.prepare`): validate and compute;
+        raises :class:`UpdateError`, changes nothing."""
         base = self._base
         validated = base._validate(batch)  # raises before anything changes
         kinds = self._check_values(validated)
-        pending: dict[str, str] = {}
-        steps = base._prepare_validated(validated, pending)
-        # -- commit (cannot fail) --
+        steps = base._prepare_validated(validated, {})
+        return Prepared(self, self._version, (kinds, steps))
+
+    def commit(self, prepared: Prepared, want_change: bool = False) -> Change:
+        """Phase two: apply a prepared batch (cannot fail); returns the view's change."""
+        if prepared.view is not self or prepared.version != self._version:
+            raise UpdateError("this prepared batch is stale: the view changed since prepare(); "
+                              "prepare it again")
+        kinds, steps = prepared.steps
+        return self._commit_steps(kinds, steps)
+
+    def _apply(self, batch: Mapping) -> Change:
+        p = self.prepare(batch)
+        return self._commit_steps(*p.steps)
+
+    def _commit_steps(self, kinds: dict, steps: list) -> Change:
+        base = self._base
         self._value_kinds.update(kinds)
         self._version += 1
         state = self._state

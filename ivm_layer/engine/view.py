@@ -191,6 +191,21 @@ class View:
         """Apply a batch and return the view's change ``[(row, Δk)]``, consolidated."""
         return self._apply_checked(batch, want_change=True)
 
+    def prepare(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> "Prepared":
+        """Phase one of a two-phase update: validate ``batch`` and compute everything the update
+        needs. Raises :class:`UpdateError` for a bad batch; changes nothing. Hand the result to
+        :meth:`commit` before any other update of this view (sessions use the pair to update
+        several views all-or-nothing)."""
+        return Prepared(self, self._trep.version, self._prepare(batch))
+
+    def commit(self, prepared: "Prepared", want_change: bool = False) -> Change | None:
+        """Phase two: apply a :meth:`prepare`-d batch (cannot fail). Returns the view's
+        consolidated change when ``want_change``."""
+        if prepared.view is not self or prepared.version != self._trep.version:
+            raise UpdateError("this prepared batch is stale: the view changed since prepare(); "
+                              "prepare it again")
+        return self._commit(prepared.steps, want_change)
+
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
         """Call ``callback(change)`` after every update that changes the view. Returns an
         unsubscribe function."""
@@ -342,6 +357,17 @@ class View:
 
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         return self._commit(self._prepare(batch), want_change)
+
+
+class Prepared:
+    """A validated batch waiting for :meth:`View.commit` (opaque to callers)."""
+
+    __slots__ = ("view", "version", "steps")
+
+    def __init__(self, view: Any, version: int, steps: Any) -> None:
+        self.view = view
+        self.version = version
+        self.steps = steps
 
 
 def _merge(gmr: dict[tuple, int], changes: Iterable[tuple[tuple, int]]) -> None:
