@@ -78,8 +78,8 @@ def table_comment(conn, table: str) -> str | None:
     """The comment of base table ``main.table`` (``None`` when absent or no such table)."""
     row = conn.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = 'main' AND "
                        "database_name = current_database() AND lower(table_name) = lower(?)",
-                       [table]).fetchone()
-    return row[0] if row else None
+                       [table]).fetchall()
+    return row[0][0] if row else None
 
 
 class TableCapture:
@@ -99,7 +99,7 @@ class TableCapture:
     def current_fingerprint(self, conn) -> tuple[int, int]:
         """``(rows, sum of hash(columns) mod 2**64)`` of the table now: one scan."""
         n, s = conn.execute(f"SELECT count(*), coalesce(sum(hash({self.select_list})::HUGEINT), 0) "
-                            f"FROM {self.qtable}").fetchone()
+                            f"FROM {self.qtable}").fetchall()[0]
         return int(n), int(s) % _WRAP
 
     def note(self, hashed_rows: Sequence[tuple], sign: int) -> None:

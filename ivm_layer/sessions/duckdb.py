@@ -125,6 +125,7 @@ class Session(SessionBase):
         self._closed = False
         self._progress = progress
         self._count_desc = None
+        self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
         self._load_catalog()
 
     # -- public API ---------------------------------------------------------------------
@@ -252,14 +253,19 @@ class Session(SessionBase):
 
     def _count(self, text: str, vs: _ViewState) -> Cursor:
         """``SELECT count(*) FROM v``: DuckDB's result shape over no rows, the engine's count."""
-        name = reads.rows_name(vs.name)
-        self._conn.register(name, reads.reader((), vs.schema))
-        try:
-            res = self._conn.execute(text)
-            desc = res.description
-            res.fetchall()
-        finally:
-            self._conn.unregister(name)
+        desc = self._count_shapes.get(text)
+        if desc is None:
+            name = reads.rows_name(vs.name)
+            self._conn.register(name, reads.reader((), vs.schema))
+            try:
+                res = self._conn.execute(text)
+                desc = res.description
+                res.fetchall()
+            finally:
+                self._conn.unregister(name)
+            if len(self._count_shapes) > 256:
+                self._count_shapes.clear()
+            self._count_shapes[text] = desc
         return Cursor(desc, [(len(vs.view),)])
 
     # -- writes to tracked tables ---------------------------------------------------------
@@ -545,6 +551,7 @@ class Session(SessionBase):
         else:
             import pyarrow as pa
 
+            reads.warm_up()
             vs.schema = pa.schema([pa.field(c, _arrow_type(self._conn, t)) for c, t in zip(columns, types)])
             rows_name = reads.rows_name(st.name)
             self._conn.register(rows_name, reads.reader((), vs.schema))
@@ -640,7 +647,7 @@ class Session(SessionBase):
     def _object_exists(self, name: str) -> bool:
         n = self._conn.execute(
             "SELECT count(*) FROM information_schema.tables WHERE table_schema IN ('main', 'temp') "
-            "AND lower(table_name) = ?", [name]).fetchone()[0]
+            "AND lower(table_name) = ?", [name]).fetchall()[0][0]
         return n > 0
 
     def _load_catalog(self) -> None:
@@ -673,7 +680,7 @@ class Session(SessionBase):
             raise IVMError(f"table {name!r} was not created by ivm-layer; it was left untouched")
         if not st.materialized and self._conn.execute(
                 "SELECT count(*) FROM information_schema.tables WHERE table_schema = 'main' "
-                "AND lower(table_name) = ?", [name]).fetchone()[0]:
+                "AND lower(table_name) = ?", [name]).fetchall()[0][0]:
             raise IVMError(f"a table or view {name!r} exists in the database; it was left untouched")
         schema = self._schema_for(st)
         view = compile_view(st.select_sql, schema, dialect=self.dialect)

@@ -37,13 +37,17 @@ def view_sql(view: str, columns: list[str], types: list[str]) -> str:
     return f"CREATE OR REPLACE TEMP VIEW {quote(view)} AS SELECT {cols} FROM {quote(rows_name(view))}"
 
 
-def record_batches(pairs: Iterable[tuple[tuple, int]], schema, size: int = BATCH_ROWS) -> Iterator:
-    """Arrow record batches of a view's rows, multiplicity k → k copies, ``size`` rows each."""
+def record_batches(pairs: Iterable[tuple[tuple, int]], schema, size: int = BATCH_ROWS,
+                   first: int = 64) -> Iterator:
+    """Arrow record batches of a view's rows, multiplicity k → k copies: ``first`` rows, then
+    four times as many each batch up to ``size`` (a ``LIMIT 10`` reads 64 rows, a scan pays
+    the per-batch cost once per ``size`` rows)."""
     import pyarrow as pa
 
     fields = list(schema)
     buf: list[tuple] = []
     append = buf.append
+    limit = min(first, size)
 
     def emit():
         cols = list(zip(*buf)) if buf else [() for _ in fields]
@@ -54,11 +58,20 @@ def record_batches(pairs: Iterable[tuple[tuple, int]], schema, size: int = BATCH
             append(row)
         else:
             buf.extend([row] * k)
-        if len(buf) >= size:
+        if len(buf) >= limit:
             yield emit()
             buf.clear()
+            limit = min(limit * 4, size)
     if buf:
         yield emit()
+
+
+def warm_up() -> None:
+    """Pay pyarrow's one-time set-up (about a second on first use) when a served view is
+    created, not on the user's first read."""
+    import pyarrow as pa
+
+    pa.array([1], type=pa.int64())
 
 
 def reader(pairs: Iterable[tuple[tuple, int]], schema):
