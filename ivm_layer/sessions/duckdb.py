@@ -204,6 +204,9 @@ class Session(SessionBase):
             self._create_view(classify(text, self.dialect))
             return Cursor()
         if kind == "drop":
+            if "schema" in r.flags and r.target == duck.SCHEMA and self._views:
+                raise IVMError(f"schema {duck.SCHEMA!r} holds the catalog of incremental views "
+                               f"{', '.join(sorted(self._views))}: drop those views first")
             return self._drop(text, params)
         if kind == "read" and params is None:
             target = reads.count_target(text)
@@ -435,9 +438,6 @@ class Session(SessionBase):
         names = getattr(st, "names", None) or getattr(st, "targets", None) or []
         if kind is None and hasattr(st, "names"):  # DROP VIEW
             return self._drop_views(st)
-        if kind == "SCHEMA" and duck.SCHEMA in names and self._views:
-            raise IVMError(f"schema {duck.SCHEMA!r} holds the catalog of incremental views "
-                           f"{', '.join(sorted(self._views))}: drop those views first")
         if kind == "TABLE":
             for t in names:
                 if t in self._views and self._views[t].materialized:

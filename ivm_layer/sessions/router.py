@@ -13,7 +13,8 @@ Kinds (``Route.kind``):
 ===============  ==================================================================
 ``begin`` …      ``begin``, ``commit``, ``rollback``: transaction control
 ``create_view``  ``CREATE [OR REPLACE] INCREMENTAL [MATERIALIZED] VIEW``
-``drop``         ``DROP …`` (the session parses it: it is short)
+``drop``         ``DROP …`` (the session parses it: it is short); ``DROP SCHEMA name``
+                 has ``target`` and flag ``schema``
 ``alter``        ``ALTER TABLE name …`` (``target``)
 ``create_table`` ``CREATE [OR REPLACE] [TEMP] TABLE name`` (``target``, flag ``or_replace``)
 ``insert``       ``INSERT [OR REPLACE|OR IGNORE] INTO name`` (flags ``upsert``, ``returning``)
@@ -137,6 +138,10 @@ def route(text: str) -> Route:
     if first == "CREATE":
         return _create(h, text)
     if first == "DROP":
+        if h.accept("SCHEMA"):
+            h.accept("IF", "EXISTS")
+            schema, span, _ = h.name()
+            return Route("drop", text, schema, frozenset({"schema"}), target_span=span)
         return Route("drop", text)
     if first == "ALTER":
         if h.accept("TABLE"):
