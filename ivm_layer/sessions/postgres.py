@@ -75,12 +75,13 @@ from connectors.pgoutput import PgOutputDecoder, Transaction, ValueDecoder, lsn_
 from ..compile import compile_view
 from ..engine.view import View
 from ..errors import IVMError, SQLError
+from . import reads
 from .core import Cursor, SessionBase, ViewStateBase, dedupe_names
+from .pg_served import ServedTable, apply_change, copy_rows, star_target, thaw
+from .router import route
 from ..sql.statements import (
     CreateIncrementalView,
     DropView,
-    SelectStatement,
-    TransactionControl,
     classify,
 )
 
@@ -183,7 +184,7 @@ class _PgView(ViewStateBase):
     reader: _Reader | None = None
     error: BaseException | None = None
     version: int = 0
-    temp_version: int = -1
+    served: ServedTable | None = None      # non-materialized: its TEMP table for PostgreSQL reads
     seen_tokens: set = field(default_factory=set)
     last_commit_time: Any = None
     pending_since: Any = None
@@ -212,6 +213,8 @@ class PostgresSession(SessionBase):
         self._ctl = pgc.connect(url)             # catalog, markers, materialized writes, lag
         self._db = self._ctl.execute("SELECT current_database()").fetchone()[0]
         self._views: dict[str, _PgView] = {}
+        self._names = reads.ViewNames()
+        self._shapes: dict[str, Any] = {}
         self._dirty = False
         self._closed = False
         self._last_lag_check = 0.0
@@ -346,8 +349,10 @@ class PostgresSession(SessionBase):
         return self._conn.pgconn.transaction_status != pq.TransactionStatus.IDLE
 
     def _execute_one(self, text: str, params) -> Cursor:
-        st = classify(text, self.dialect)
-        if isinstance(st, CreateIncrementalView):
+        r = route(text)
+        kind = r.kind
+        if kind == "create_view":
+            st = classify(text, self.dialect)
             if params:
                 raise IVMError("CREATE INCREMENTAL VIEW does not take parameters")
             if self._in_user_txn():
@@ -355,6 +360,75 @@ class PostgresSession(SessionBase):
                                "COMMIT or ROLLBACK first")
             self._create_view(st)
             return Cursor()
+        if kind == "drop":
+            return self._drop(text, params)
+        if kind in ("begin", "commit", "rollback"):
+            return self._transaction(r, params)
+        names = self._names.find(text) if self._views else []
+        if names:
+            return self._serve(r, names, params)
+        cur = self._run(text, params)
+        if kind != "read":
+            self._dirty = True
+        return cur
+
+    def _serve(self, r, names: list[str], params) -> Cursor:
+        """A statement that mentions incremental views: apply what has arrived (after the
+        session's own writes, wait for them), then answer from the engine where the shape
+        allows, else bring the served views' TEMP tables up to date and run it."""
+        if self._dirty and not self._in_user_txn():
+            self.sync()             # read your own committed writes
+        else:
+            self.poll()
+        for n in names:
+            vs = self._views[n]
+            if vs.error is not None:
+                raise SourceChangedError(f"incremental view {vs.name!r} is stopped: {vs.error}")
+        if r.kind == "read" and params is None and len(names) == 1 and not self._views[names[0]].materialized:
+            vs = self._views[names[0]]
+            if reads.count_target(r.text) == vs.name:
+                return Cursor(self._shape(r.text, vs), [(len(vs.view),)], 1)
+            star = star_target(r.text)
+            if star is not None and star[0] == vs.name:
+                rows = list(_expand(vs.view.rows(), star[1], vs.types))
+                return Cursor(self._shape(f"SELECT * FROM {pgc.quote_ident(vs.name)}", vs), rows, len(rows))
+        for n in names:
+            vs = self._views[n]
+            if not vs.materialized:
+                self._refresh_temp(vs)
+        cur = self._run(r.text, params)
+        if r.kind != "read":
+            self._dirty = True
+        return cur
+
+    def _shape(self, text: str, vs: _PgView):
+        """PostgreSQL's result description of ``text`` over the view (cached; ``LIMIT 0`` over an
+        empty TEMP table of the view's columns: no rows are read)."""
+        desc = self._shapes.get(text)
+        if desc is None:
+            if not vs.served.ready:
+                cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
+                self._conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {pgc.quote_ident(vs.name)} ({cols})")
+            desc = self._run(f"SELECT * FROM ({text}) AS q LIMIT 0", None).description
+            self._shapes[text] = desc
+        return desc
+
+    def _transaction(self, r, params) -> Cursor:
+        from psycopg import pq
+
+        failed = self._conn.pgconn.transaction_status == pq.TransactionStatus.INERROR
+        cur = self._run(r.text, params)
+        if r.kind in ("commit", "rollback"):
+            committed = r.kind == "commit" and not failed
+            for vs in self._views.values():
+                if vs.served is not None:
+                    vs.served.end_transaction(committed)
+            if r.kind == "commit":
+                self._dirty = True
+        return cur
+
+    def _drop(self, text: str, params) -> Cursor:
+        st = classify(text, self.dialect)
         if isinstance(st, DropView):
             ours = [n for n in st.names if n in self._views]
             if ours:
@@ -367,24 +441,7 @@ class PostgresSession(SessionBase):
                         self._run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}", None)
                 return Cursor()
             return self._run(text, params)
-        if isinstance(st, SelectStatement):
-            served = [self._views[t] for t in st.tables if t in self._views and not self._views[t].materialized]
-            if any(t in self._views for t in st.tables):
-                if self._dirty and not self._in_user_txn():
-                    self.sync()             # read your own committed writes
-                else:
-                    self.poll()
-            for vs in served:
-                if vs.error is not None:
-                    raise SourceChangedError(f"incremental view {vs.name!r} is stopped: {vs.error}")
-                self._refresh_temp(vs)
-            return self._run(text, params)
-        if isinstance(st, TransactionControl):
-            cur = self._run(text, params)
-            if st.action == "commit":
-                self._dirty = True
-            return cur
-        if st.kind in ("DROP",) and st.drop_kind == "TABLE":
+        if getattr(st, "drop_kind", None) == "TABLE":
             for t in st.targets or []:
                 readers = sorted(v.name for v in self._views.values() if t in v.tables)
                 if readers:
@@ -523,7 +580,10 @@ class PostgresSession(SessionBase):
                 self._ctl.execute("UPDATE ivm.progress SET lsn = %s WHERE slot = %s", [lsn, vs.slot])
             vs.table_lsn = lsn
         elif batch:
-            vs.view.apply(batch)
+            if vs.served is not None and vs.served.wants_changes:
+                vs.served.add(vs.view.diff(batch))
+            else:
+                vs.view.apply(batch)
         for t, rows in batch.items():
             base = vs.base.setdefault(t, Counter())
             for r, k in rows:
@@ -637,6 +697,7 @@ class PostgresSession(SessionBase):
             if not isinstance(st, CreateIncrementalView):
                 raise IVMError(f"catalog entry for view {name!r} is not a CREATE INCREMENTAL VIEW: {definition!r}")
             self._views[name] = self._resume(st, slot)
+            self._names.set(self._views)
 
     def _used_columns(self, st: CreateIncrementalView) -> dict[str, list[tuple[str, int, str]]]:
         tree = sqlglot.parse_one(st.select_sql, read=self.dialect)
@@ -684,6 +745,8 @@ class PostgresSession(SessionBase):
         if len(types) != len(view.columns):
             raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
         vs = _PgView(st, view, list(used), used, columns, types, slot_name(self._db, self.session, st.name))
+        if not st.materialized:
+            vs.served = ServedTable(st.name, columns, types)
         vs.oids = {t: self._ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]
                    for t in used}
         return vs
@@ -713,6 +776,7 @@ class PostgresSession(SessionBase):
                 self._cleanup(vs)
             raise
         self._views[name] = vs
+        self._names.set(self._views)
 
     def _initialize(self, vs: _PgView, new: bool) -> None:
         """Slot with exported snapshot → COPY → (table, catalog, progress) → checkpoint → stream."""
@@ -732,7 +796,7 @@ class PostgresSession(SessionBase):
                     cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
                     self._ctl.execute(f"DROP TABLE IF EXISTS public.{pgc.quote_ident(vs.name)}")
                     self._ctl.execute(f"CREATE TABLE public.{pgc.quote_ident(vs.name)} ({cols})")
-                    self._copy_in(self._ctl, f"public.{pgc.quote_ident(vs.name)}", vs.view.rows(), vs.types)
+                    copy_rows(self._ctl, f"public.{pgc.quote_ident(vs.name)}", vs.view.rows(), vs.types)
                 self._ctl.execute("INSERT INTO ivm.progress VALUES (%s, %s) ON CONFLICT (slot) "
                                   "DO UPDATE SET lsn = excluded.lsn", [vs.slot, slot.consistent_lsn])
                 if new:
@@ -822,6 +886,7 @@ class PostgresSession(SessionBase):
         self._stop_reader(vs)
         self._cleanup(vs)
         del self._views[name]
+        self._names.set(self._views)
 
     def _cleanup(self, vs: _PgView) -> None:
         with self._ctl.transaction():
@@ -832,6 +897,8 @@ class PostgresSession(SessionBase):
             self._ctl.execute("DELETE FROM ivm.progress WHERE slot = %s", [vs.slot])
         with contextlib.suppress(Exception):
             self._conn.execute(f"DROP TABLE IF EXISTS pg_temp.{pgc.quote_ident(vs.name)}")
+        if vs.served is not None:
+            vs.served.drop()
         pgc.drop_slot(self._ctl, vs.slot)
         pgc.drop_publication(self._ctl, vs.slot)
         with contextlib.suppress(FileNotFoundError):
@@ -884,62 +951,27 @@ class PostgresSession(SessionBase):
 
     # -- serving and writing view rows --------------------------------------------------------
     def _refresh_temp(self, vs: _PgView) -> None:
-        in_txn = self._in_user_txn()
-        if vs.temp_version == vs.version and not in_txn:
-            return
-        cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
-        q = pgc.quote_ident(vs.name)
-        self._conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
-        self._conn.execute(f"CREATE TEMP TABLE {q} ({cols})")
-        self._copy_in(self._conn, f"pg_temp.{q}", vs.view.rows(), vs.types)
-        # inside a transaction block a ROLLBACK may undo the refresh: reload next time
-        vs.temp_version = -1 if in_txn else vs.version
-
-    @staticmethod
-    def _copy_in(conn, target: str, pairs, types: list[str]) -> None:
-        """COPY ``(row, k)`` pairs (k copies each) into ``target``; array values, tuples in
-        the engine, go back as lists."""
-        arrays = [i for i, t in enumerate(types) if t.endswith("]")]
-        with conn.cursor().copy(f"COPY {target} FROM STDIN") as cp:
-            for row, k in pairs:
-                if arrays:
-                    row = list(row)
-                    for i in arrays:
-                        if row[i] is not None:
-                            row[i] = _thaw(row[i])
-                for _ in range(k):
-                    cp.write_row(row)
+        vs.served.refresh(self._conn, vs.view.rows(), self._in_user_txn())
 
     def _write_change(self, vs: _PgView, change: list[tuple[tuple, int]]) -> None:
         """Apply a view change to its table (inside the caller's transaction on ``_ctl``)."""
-        if not change:
-            return
-        table = f"public.{pgc.quote_ident(vs.name)}"
-        dels = [(r, -k) for r, k in change if k < 0]
-        ins = [(r, k) for r, k in change if k > 0]
-        if dels:
-            # rows to delete (with how many copies) go to a per-view temp table, then one DELETE
-            # picks that many physical rows per value; rows match on their text form
-            # (IS NOT DISTINCT FROM semantics, and a hash join)
-            cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
-            tmp = "pg_temp." + pgc.quote_ident(f"_ivm_del_{vs.name}")
-            self._ctl.execute(f"CREATE TEMP TABLE IF NOT EXISTS {tmp} ({cols}, _ivm_id bigint, _ivm_k bigint) "
-                              "ON COMMIT DELETE ROWS")
-            self._copy_in(self._ctl, tmp, [(r + (i, k), 1) for i, (r, k) in enumerate(dels)],
-                          vs.types + ["bigint", "bigint"])
-            rec_m = "ROW(" + ", ".join(f"m.{pgc.quote_ident(c)}" for c in vs.columns) + ")::text"
-            rec_d = "ROW(" + ", ".join(f"d.{pgc.quote_ident(c)}" for c in vs.columns) + ")::text"
-            self._ctl.execute(
-                f"DELETE FROM {table} WHERE ctid IN (SELECT rid FROM ("
-                f"SELECT m.ctid AS rid, d._ivm_k AS k, "
-                f"row_number() OVER (PARTITION BY d._ivm_id ORDER BY m.ctid) AS rn "
-                f"FROM {table} m JOIN {tmp} d ON {rec_m} = {rec_d}) x WHERE rn <= k)")
-        if ins:
-            self._copy_in(self._ctl, table, ins, vs.types)
+        if change:
+            apply_change(self._ctl, f"public.{pgc.quote_ident(vs.name)}", vs.name, vs.columns, vs.types, change)
 
 
-def _thaw(v):
-    """An array value as the engine holds it (nested tuples) → lists for psycopg."""
-    if isinstance(v, tuple):
-        return [_thaw(x) for x in v]
-    return v
+def _expand(pairs, limit: int | None, types: list[str]):
+    """Rows of ``(row, k)`` pairs (k copies each), at most ``limit``, arrays as lists."""
+    arrays = [i for i, t in enumerate(types) if t.endswith("]")]
+    n = 0
+    for row, k in pairs:
+        if arrays:
+            row = list(row)
+            for i in arrays:
+                if row[i] is not None:
+                    row[i] = thaw(row[i])
+            row = tuple(row)
+        for _ in range(k):
+            if limit is not None and n >= limit:
+                return
+            yield row
+            n += 1
