@@ -11,6 +11,9 @@ incremental view ``v`` (``orders ⋈ customers``, about n rows), one plain DuckD
   ``SELECT * FROM v LIMIT 10`` right after a 1-row write (the write not timed);
 - ``insert_select_100k_s``: a 100k-row ``INSERT … SELECT`` through the session vs plain DuckDB,
   and ``engine_100k_s``, the engine alone applying the same rows to a view of the same size;
+- with ``--postgres URL``: the same through a PostgreSQL session where it applies
+  (``insert_sync_ms``: a 1-row INSERT until ``sync()`` returns; reads after a write;
+  ``join_after_write_ms``: a join of the view with a table right after a 1-row write);
 - ``demo``: the demo's fraud stream through the session vs DuckDB recomputing the view after
   every statement (``ivm demo``'s race).
 
@@ -114,6 +117,57 @@ def measure(n: int, reps: int) -> dict:
     return rec
 
 
+def measure_postgres(url: str, n: int, reps: int, state_dir: str) -> dict:
+    """The same figures through a PostgreSQL session (where they apply): a 1-row INSERT through
+    the session until the view has it (``sync()``), next to the INSERT alone on psycopg; reads
+    right after a write; a 1-row write followed by a join of the view with a table (the
+    served view's TEMP table is patched, not rebuilt)."""
+    import psycopg
+
+    import ivm_layer
+
+    w = psycopg.connect(url, autocommit=True)
+    for t in ("orders", "customers"):
+        w.execute(f"DROP TABLE IF EXISTS {t}")
+    _setup(lambda q: w.execute(q.replace("range(", "generate_series(0, -1 + ").replace(" r(i)", " AS r(i)")
+                               .replace("DOUBLE", "double precision")), n)
+    s = ivm_layer.connect(url, state_dir=state_dir, set_replica_identity=True, session=f"bench{n}")
+    custs = max(n // 10, 1)
+    rec: dict = {"n": n, "backend": "postgresql"}
+    t0 = time.perf_counter()
+    s.execute(VIEW)
+    rec["create_view_s"] = round(time.perf_counter() - t0, 3)
+    base = 10 * n
+
+    def ins_sync(i):
+        s.execute(f"INSERT INTO orders VALUES ({base + i}, {i % custs}, 1.5)")
+        s.sync()
+
+    rec["insert_sync_ms"] = _median_ms(ins_sync, reps)
+    rec["insert_plain_ms"] = _median_ms(lambda i: w.execute(f"INSERT INTO orders VALUES ({base + reps + i}, 1, 1.5)"), reps)
+    s.sync()
+
+    def after_write(sql, offset):
+        times: list[float] = []
+        for i in range(reps):
+            s.execute(f"INSERT INTO orders VALUES ({20 * n + offset + i}, {i % custs}, 2.5)")
+            s.sync()
+            t0 = time.perf_counter()
+            s.execute(sql).fetchall()
+            times.append((time.perf_counter() - t0) * 1000)
+        return round(statistics.median(times), 3)
+
+    rec["count_after_write_ms"] = after_write("SELECT count(*) FROM v", 0)
+    rec["limit10_after_write_ms"] = after_write("SELECT * FROM v LIMIT 10", reps)
+    rec["join_after_write_ms"] = after_write(
+        "SELECT c.region, count(*) FROM v JOIN customers c ON v.cust = c.id WHERE c.id < 5 GROUP BY c.region", 2 * reps)
+    s.close(drop=True)
+    for t in ("orders", "customers"):
+        w.execute(f"DROP TABLE IF EXISTS {t}")
+    w.close()
+    return rec
+
+
 def demo_race(n: int) -> dict:
     from ivm_layer import demo
 
@@ -129,12 +183,23 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--reps", type=int, default=30, help="statements per latency median")
     p.add_argument("--demo", type=int, default=20_000, help="demo stream length (0: skip)")
     p.add_argument("--out", default="bench-results/session.json")
+    p.add_argument("--postgres", metavar="URL", help="also measure PostgreSQL sessions on this server "
+                   "(wal_level=logical; tables orders/customers are created and dropped)")
+    p.add_argument("--postgres-only", action="store_true", help="skip the DuckDB figures")
     args = p.parse_args(argv)
-    results = {"sizes": [], "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    results = {"sizes": [], "postgres": [], "started": time.strftime("%Y-%m-%dT%H:%M:%S")}
     for n in (int(x) for x in args.sizes.split(",")):
-        rec = measure(n, args.reps)
-        results["sizes"].append(rec)
-        print(json.dumps(rec), flush=True)
+        if not args.postgres_only:
+            rec = measure(n, args.reps)
+            results["sizes"].append(rec)
+            print(json.dumps(rec), flush=True)
+        if args.postgres:
+            import tempfile
+
+            with tempfile.TemporaryDirectory() as state:
+                rec = measure_postgres(args.postgres, n, args.reps, state)
+            results["postgres"].append(rec)
+            print(json.dumps(rec), flush=True)
     if args.demo:
         results["demo"] = demo_race(args.demo)
         print(json.dumps({"demo": results["demo"]}), flush=True)
