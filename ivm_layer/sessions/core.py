@@ -71,6 +71,7 @@ class ViewInfo:
     definition: str             # the CREATE INCREMENTAL VIEW statement
     lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
+    rebuilds: int = 0                 # rebuilds after writes to the view's static tables
 
 
 class SubscriberWarning(UserWarning):
@@ -135,7 +136,7 @@ class SessionBase:
             out.append(ViewInfo(vs.name, "materialized" if vs.materialized else "incremental",
                                 len(vs.view), vs.view.query_class, tuple(vs.tables),
                                 tuple(vs.columns), tuple(vs.types), vs.stmt.definition(self.dialect),
-                                lag_bytes, lag_seconds))
+                                lag_bytes, lag_seconds, getattr(vs, "rebuilds", 0)))
         return out
 
     def explain(self, name: str) -> str:

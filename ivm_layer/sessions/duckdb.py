@@ -30,6 +30,7 @@ when it connects; a row that fails the checks stops that view alone.
 from __future__ import annotations
 
 import contextlib
+import logging
 import warnings
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,6 +49,7 @@ from .router import Route, route
 __all__ = ["Cursor", "Session", "ViewInfo", "connect", "SourceGoneError", "CatalogWarning"]
 
 quote = duck.quote
+log = logging.getLogger("ivm_layer.sessions")
 MARKER = "ivm-layer: incremental materialized view"
 
 
@@ -70,6 +72,20 @@ class _ViewState(ViewStateBase):
     error: IVMError | None = None
     subscribers: list = field(default_factory=list)
     source_types: dict = field(default_factory=dict)  # table -> DuckDB column types at creation
+    rebuilds: int = 0           # times a write to a static table rebuilt the view
+
+    @property
+    def static(self) -> set[str]:
+        return set(getattr(self.stmt, "static", ()) or ())
+
+
+class _Rebuilt:
+    """What a rollback restores after a rebuild: the previous view object."""
+
+    __slots__ = ("view", "rebuilds")
+
+    def __init__(self, view, rebuilds: int):
+        self.view, self.rebuilds = view, rebuilds
 
 
 def connect(url: str | None = None, **options: Any) -> SessionBase:
@@ -382,12 +398,19 @@ class Session(SessionBase):
         """Apply captured changes to every view reading them: prepare all (any error: nothing
         changed), then commit all and write materialized view tables."""
         prepared = []
+        rebuild = []
         for vs in self._views.values():
             if vs.error is not None:
                 continue
             batch = {t: changes[t] for t in vs.tables if t in changes}
-            if batch:
+            if not batch:
+                continue
+            if vs.static & batch.keys():
+                rebuild.append(vs)
+            else:
                 prepared.append((vs, batch, vs.view.prepare(batch)))
+        for vs in rebuild:
+            self._rebuild(vs, undo)
         for vs, batch, p in prepared:
             want = vs.materialized or bool(vs.subscribers)
             change = vs.view.commit(p, want_change=want)
@@ -413,8 +436,31 @@ class Session(SessionBase):
 
     def _undo(self, undo: list) -> None:
         for vs, batch in reversed(undo):
+            if isinstance(batch, _Rebuilt):
+                vs.view, vs.rebuilds = batch.view, batch.rebuilds   # a rebuild: the old view back
+                continue
             vs.view.apply({t: [(r, -k) for r, k in rows] for t, rows in batch.items()})
         undo.clear()
+
+    def _compile(self, st: CreateIncrementalView, schema: dict):
+        static = tuple(getattr(st, "static", ()) or ())
+        if static:
+            return compile_view(st.select_sql, schema, dialect=self.dialect, static=static)
+        return compile_view(st.select_sql, schema, dialect=self.dialect)
+
+    def _rebuild(self, vs: _ViewState, undo: list) -> None:
+        """A static table of ``vs`` changed: recompile and reload the view from the tables as
+        they are now (O(N), inside the statement's transaction; undone by a rollback)."""
+        schema = {t: dict(zip(self._captures[t].columns, vs.source_types[t])) for t in vs.tables}
+        old = _Rebuilt(vs.view, vs.rebuilds)
+        view = self._compile(vs.stmt, schema)
+        self._load_view(vs.name, view, sorted(vs.tables, key=lambda t: t not in vs.static))
+        undo.append((vs, old))
+        vs.view = view
+        vs.rebuilds += 1
+        if vs.materialized:
+            self._fill_table(vs, fresh=False)
+        log.info("incremental view %s rebuilt: a static table changed (rebuild %d)", vs.name, vs.rebuilds)
 
     # -- DDL guards -----------------------------------------------------------------------
     def _guard_ddl(self, r: Route) -> None:
@@ -513,7 +559,7 @@ class Session(SessionBase):
         if self._object_exists(name):
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
         schema = self._schema_for(st)
-        view = compile_view(st.select_sql, schema, dialect=self.dialect)
+        view = self._compile(st, schema)
         self._conn.execute("BEGIN TRANSACTION")
         try:
             vs = self._install(st, view, schema, fresh_table=True)
@@ -562,22 +608,22 @@ class Session(SessionBase):
         return vs
 
     def _load(self, vs: _ViewState, schema: dict) -> None:
-        """Bulk-load the view from its tables' current rows, in batches, with a progress bar
-        on a terminal."""
-        total = 0
-        counts = {}
+        """Track the view's tables and bulk-load it from their current rows."""
         for t in vs.tables:
-            cap = self._captures.get(t)
-            if cap is None:
+            if t not in self._captures:
                 cap = duck.TableCapture(t, list(schema[t]))
                 cap.fingerprint = cap.current_fingerprint(self._conn)
                 self._captures[t] = cap
-            counts[t] = cap.fingerprint[0]
-            total += counts[t]
-        bar = Progress(total, f"loading {vs.name}", enabled=self._progress)
-        for t in vs.tables:
+        self._load_view(vs.name, vs.view, sorted(vs.tables, key=lambda t: t not in vs.static))
+
+    def _load_view(self, name: str, view, tables: list[str]) -> None:
+        """Apply the tables' rows to ``view`` in batches (static tables first), with a progress
+        bar on a terminal."""
+        total = sum(self._captures[t].fingerprint[0] for t in tables)
+        bar = Progress(total, f"loading {name}", enabled=self._progress)
+        for t in tables:
             for rows in self._captures[t].scan(self._conn):
-                vs.view.apply({t: [(r, 1) for r in rows]})
+                view.apply({t: [(r, 1) for r in rows]})
                 bar.advance(len(rows))
         bar.close()
 
@@ -683,7 +729,7 @@ class Session(SessionBase):
                 "AND lower(table_name) = ?", [name]).fetchall()[0][0]:
             raise IVMError(f"a table or view {name!r} exists in the database; it was left untouched")
         schema = self._schema_for(st)
-        view = compile_view(st.select_sql, schema, dialect=self.dialect)
+        view = self._compile(st, schema)
         self._conn.execute("BEGIN TRANSACTION")
         try:
             vs = self._install(st, view, schema, fresh_table=not exists)
