@@ -240,10 +240,10 @@ class Session(SessionBase):
         fails, and the subscribers told after the commit."""
         undo: list = []
         fps = {t: c.fingerprint for t, c in self._catalog.captures.items()}
-        self._conn.execute("BEGIN TRANSACTION")
+        self._conn.begin()
         try:
             out = body(undo)
-            self._conn.execute("COMMIT")
+            self._conn.commit()
         except BaseException:
             self._abort(undo, fps)
             raise
@@ -254,7 +254,7 @@ class Session(SessionBase):
         import duckdb
 
         with contextlib.suppress(duckdb.Error):
-            self._conn.execute("ROLLBACK")
+            self._conn.rollback()
         self._writer.undo(undo)
         self._pending.clear()
         for t, fp in fps.items():
