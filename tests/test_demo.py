@@ -8,7 +8,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_demo_runs_and_matches_recomputation():
-    proc = subprocess.run([sys.executable, "-m", "ivm_layer", "demo", "--history", "3000", "--rows", "600", "--batch", "5", "--plan"],
+    proc = subprocess.run([sys.executable, "-m", "ivm_layer", "demo", "--history", "2000", "--rows", "2000", "--batch", "20", "--plan"],
                           cwd=ROOT, capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout[-3000:] + proc.stderr[-3000:]
     out = proc.stdout
