@@ -28,6 +28,7 @@ Every function runs on the given connection, inside the caller's transaction if 
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
@@ -161,7 +162,7 @@ class TableCapture:
     def preimage(self, conn, text: str, params) -> list[tuple] | None:
         """The rows an UPDATE is about to change (with their hash), or None when the statement
         cannot be read (the caller then falls back to a diff)."""
-        built = update_preimage(text, self.columns)
+        built = update_preimage_lexical(text, self.columns) or update_preimage(text, self.columns)
         if built is None:
             return None
         sql, wanted = built
@@ -193,6 +194,113 @@ class TableCapture:
 
 def _execute(conn, sql: str, params):
     return conn.execute(sql, params) if params is not None else conn.execute(sql)
+
+
+_TOP_WORDS = re.compile(r"\b(UPDATE|SET|FROM|WHERE|RETURNING)\b", re.I)
+_ALIAS = re.compile(r'^(?P<table>.+?)(?:\s+(?:AS\s+)?(?P<alias>"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*))?$', re.I | re.S)
+
+
+def _top_level(text: str) -> list[tuple[str, int, int]]:
+    """``(KEYWORD, start, end)`` of UPDATE/SET/FROM/WHERE/RETURNING outside parentheses,
+    quotes and comments, in order; one pass over the text."""
+    out = []
+    depth, i, n = 0, 0, len(text)
+    while i < n:
+        c = text[i]
+        if c in "'\"":
+            j = text.find(c, i + 1)
+            while j != -1 and j + 1 < n and text[j + 1] == c:
+                j = text.find(c, j + 2)
+            i = n if j == -1 else j + 1
+        elif text.startswith("--", i):
+            j = text.find("\n", i)
+            i = n if j == -1 else j + 1
+        elif text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = n if j == -1 else j + 2
+        elif c == "(":
+            depth += 1
+            i += 1
+        elif c == ")":
+            depth -= 1
+            i += 1
+        elif depth == 0 and (c.isalpha()) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_$")):
+            m = _TOP_WORDS.match(text, i)
+            if m:
+                out.append((m.group(1).upper(), m.start(), m.end()))
+                i = m.end()
+            else:
+                while i < n and (text[i].isalnum() or text[i] in "_$"):
+                    i += 1
+        else:
+            i += 1
+    return out
+
+
+def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, list] | None:
+    """:func:`update_preimage` without a parse, for ``UPDATE t [[AS] a] SET … [FROM …]
+    [WHERE …] [RETURNING …]`` with ``?`` or no parameters: the target, ``FROM`` and ``WHERE``
+    texts are cut at their top-level keywords. ``None`` for anything else (the parser then
+    decides)."""
+    words = _top_level(text)
+    kinds = [w for w, _, _ in words]
+    if kinds[:2] != ["UPDATE", "SET"] or kinds.count("FROM") > 1 or kinds.count("WHERE") > 1 \
+            or kinds.count("SET") > 1 or "$" in text:
+        return None
+    pos = {w: (a, b) for w, a, b in words}
+    order = [w for w in ("FROM", "WHERE", "RETURNING") if w in pos]
+    if order != sorted(order, key=lambda w: pos[w][0]):
+        return None
+
+    def section(word: str) -> str | None:
+        if word not in pos:
+            return None
+        start = pos[word][1]
+        ends = [pos[w][0] for w in ("FROM", "WHERE", "RETURNING") if w in pos and pos[w][0] > start]
+        return text[start:min(ends) if ends else len(text)].strip()
+
+    m = _ALIAS.match(text[pos["UPDATE"][1]:pos["SET"][0]].strip())
+    if not m:
+        return None
+    target = m.group("table").strip()
+    alias = m.group("alias") or target.split(".")[-1].strip()
+    src = f"{target} AS {alias}" if m.group("alias") else target
+    qcols = [f"{alias}.{quote(c)}" for c in columns]
+    cols = f"{', '.join(qcols)}, hash({', '.join(qcols)})"
+    # positional parameters: those of SET come first; the pre-image uses FROM's and WHERE's
+    before = _count_marks(text[pos["SET"][1]:pos[order[0]][0]] if order else text[pos["SET"][1]:])
+    frm, where = section("FROM"), section("WHERE")
+    n_from, n_where = _count_marks(frm or ""), _count_marks(where or "")
+    wanted = list(range(before, before + n_from + n_where))
+    cond = f" WHERE {where}" if where else ""
+    if frm is None:
+        return f"SELECT {cols} FROM {src}{cond}", wanted
+    return (f"SELECT {cols} FROM {src} WHERE {alias}.rowid IN "
+            f"(SELECT {alias}.rowid FROM {src}, {frm}{cond})", wanted)
+
+
+def _count_marks(text: str) -> int:
+    """``?`` parameter marks outside quotes and comments."""
+    n, i, size = 0, 0, len(text)
+    while i < size:
+        c = text[i]
+        if c in "'\"":
+            j = text.find(c, i + 1)
+            while j != -1 and j + 1 < size and text[j + 1] == c:
+                j = text.find(c, j + 2)
+            i = size if j == -1 else j + 1
+            continue
+        if text.startswith("--", i):
+            j = text.find("\n", i)
+            i = size if j == -1 else j + 1
+            continue
+        if text.startswith("/*", i):
+            j = text.find("*/", i + 2)
+            i = size if j == -1 else j + 2
+            continue
+        n += c == "?"
+        i += 1
+    return n
 
 
 def update_preimage(text: str, columns: Sequence[str]) -> tuple[str, list] | None:

@@ -150,3 +150,35 @@ def test_user_returning_and_counts_look_like_duckdb():
     assert s.execute("DELETE FROM r WHERE c = 'q'").fetchall() == [(3,)]
     assert s.execute("UPDATE s SET d = d WHERE b = 2").fetchall() == [(2,)]
     check(s)
+
+
+@pytest.mark.parametrize("sql, params", [
+    ("UPDATE r SET b = b + 1 WHERE a = 1", None),
+    ("UPDATE r AS x SET b = ? WHERE x.a = ? AND x.c <> 'where'", [9, 1]),
+    ("UPDATE r x SET c = 'from' WHERE a IN (SELECT b FROM s WHERE d > ?) -- WHERE", [1]),
+    ("UPDATE k SET v = s.d FROM s WHERE k.v = s.b AND s.d < ?", [6]),
+    ("UPDATE main.r SET a = (SELECT max(b) FROM s WHERE s.b > ?) WHERE b IS NOT NULL RETURNING a", [0]),
+    ("UPDATE r SET b = $2 WHERE a = $1", [1, 5]),
+    ("UPDATE r SET b = 0", None),
+])
+def test_update_preimages_read_the_rows_the_update_changes(sql, params):
+    """The lexical pre-image and the parsed one select the same rows DuckDB then updates."""
+    from connectors.duckdb import update_preimage, update_preimage_lexical
+
+    s = make_session()
+    conn = s.connection
+    table = sql.split()[1].split(".")[-1]
+    cols = [c[0] for c in conn.execute(f"DESCRIBE {table}").fetchall()]
+    built = [b for b in (update_preimage_lexical(sql, cols), update_preimage(sql, cols)) if b is not None]
+    assert built, "at least the parser reads every UPDATE here"
+    results = []
+    for pre, wanted in built:
+        sub = None if params is None else [params[i] for i in wanted]
+        results.append(sorted(conn.execute(pre, sub).fetchall(), key=repr))
+    assert all(r == results[0] for r in results)
+    before = sorted(map(tuple, conn.execute(f"SELECT * FROM {table}").fetchall()), key=repr)
+    s.execute(sql, params)
+    after = sorted(map(tuple, conn.execute(f"SELECT * FROM {table}").fetchall()), key=repr)
+    changed = [r for r in before if r not in after or before.count(r) != after.count(r)]
+    assert set(changed) <= {r[:len(cols)] for r in results[0]}
+    check(s, sql)
