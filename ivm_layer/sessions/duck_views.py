@@ -162,7 +162,8 @@ class DuckViews:
 
     def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool) -> ViewState:
         """Track the base tables, bulk-load the view, describe (and fill) its table."""
-        desc = self.conn.execute(f"DESCRIBE {st.select_sql}").fetchall()
+        desc = self.conn.execute(f"DESCRIBE {_describable(st.select_sql, view)}").fetchall()
+        desc = [r for r in desc if not _hidden(r[0], view)]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
         if st.columns:
@@ -180,6 +181,9 @@ class DuckViews:
                 self.captures[t] = cap
         self.load(vs.name, view, vs.tables, vs.static)
         if st.materialized:
+            if is_parameterized(view):
+                raise SQLError(f"a parameterized view has no contents of its own to materialize: "
+                               f"CREATE INCREMENTAL VIEW {st.name} (without MATERIALIZED)")
             self.fill_table(vs, fresh_table)
         else:
             self.serve(vs)
@@ -191,6 +195,8 @@ class DuckViews:
 
         reads.warm_up()
         vs.schema = pa.schema([pa.field(c, arrow_type(self.conn, t)) for c, t in zip(vs.columns, vs.types)])
+        if is_parameterized(vs.view):
+            return  # read through lookups only (sessions.lookups)
         rows_name = reads.rows_name(vs.name)
         self.conn.register(rows_name, reads.reader((), vs.schema))
         try:
@@ -310,3 +316,25 @@ class DuckViews:
             self.forget_unused()
             raise
         return vs
+
+
+def is_parameterized(view) -> bool:
+    """Whether ``view`` has inputs (paper 004): read only through ``lookup``."""
+    return bool(getattr(view, "params", None))
+
+
+def _describable(select_sql: str, view) -> str:
+    """The view's query with its input placeholders taken out, for DuckDB to type."""
+    if not is_parameterized(view):
+        return select_sql
+    from ..sql.params import extract_params
+
+    return extract_params(select_sql, "duckdb")[0]
+
+
+def _hidden(column: str, view) -> bool:
+    if not is_parameterized(view):
+        return False
+    from ..sql.params import HIDDEN, RANGE
+
+    return column.startswith((HIDDEN, RANGE))

@@ -40,8 +40,9 @@ from ..sql.statements import classify
 from . import reads
 from .core import Cursor, SessionBase, ViewInfo
 from .duck_tables import run
-from .duck_views import CatalogWarning, DuckViews, SourceGoneError, ViewState, quote
+from .duck_views import CatalogWarning, DuckViews, SourceGoneError, ViewState, is_parameterized, quote
 from .duck_writes import DuckWriter
+from .lookups import plan_lookups
 from .router import Route, route
 
 __all__ = ["CatalogWarning", "Cursor", "Session", "SourceGoneError", "ViewInfo", "connect"]
@@ -181,6 +182,9 @@ class Session(SessionBase):
             return Cursor()
         if kind == "drop":
             return self._drop(r, params)
+        found = self._catalog.names.find(text) if self._views else []
+        if any(is_parameterized(self._views[n].view) for n in found if self._views[n].error is None):
+            return self._lookup_read(r, params, found)
         if kind == "read" and params is None:
             target = reads.count_target(text)
             vs = self._views.get(target) if target is not None else None
@@ -207,7 +211,8 @@ class Session(SessionBase):
     def _serving(self, text: str):
         """Register a lazy reader of the engine's rows for every served view ``text``
         mentions, for the duration of the statement."""
-        names = [n for n in self._catalog.names.find(text) if not self._views[n].materialized]
+        names = [n for n in self._catalog.names.find(text) if not self._views[n].materialized
+                 and not (self._views[n].error is None and is_parameterized(self._views[n].view))]
         registered = []
         try:
             for n in names:
@@ -219,6 +224,28 @@ class Session(SessionBase):
             for n in registered:
                 with contextlib.suppress(Exception):
                     self._conn.unregister(reads.rows_name(n))
+
+    def _lookup_read(self, r: Route, params, found: list[str]) -> Cursor:
+        """A query of parameterized views: each occurrence becomes the rows of a lookup."""
+        if r.kind != "read":
+            raise IVMError("parameterized views are read with SELECT … FROM v WHERE input = …")
+        pviews = {n: self._views[n] for n in found if is_parameterized(self._views[n].view)}
+        sql, lookups, values = plan_lookups(r.text, pviews, params)
+        inputs = run(self._conn, "SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
+                     params).fetchone() if values else ()
+        registered = []
+        try:
+            for lk in lookups:
+                vs = pviews[lk.view]
+                rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
+                self._conn.register(lk.name, reads.reader(rows, vs.schema))
+                registered.append(lk.name)
+            with self._serving(sql):
+                return run(self._conn, sql, None)
+        finally:
+            for name in registered:
+                with contextlib.suppress(Exception):
+                    self._conn.unregister(name)
 
     def _count(self, text: str, vs: ViewState) -> Cursor:
         """``SELECT count(*) FROM v``: DuckDB's result shape over no rows, the engine's count."""
