@@ -19,6 +19,7 @@ engine's enumeration.
 from __future__ import annotations
 
 import re
+import threading
 from collections.abc import Iterable, Iterator
 
 from connectors.duckdb import quote
@@ -66,9 +67,19 @@ def record_batches(pairs: Iterable[tuple[tuple, int]], schema, size: int = BATCH
         yield emit()
 
 
-def warm_up() -> None:
-    """Pay pyarrow's one-time set-up (about a second on first use) when a served view is
-    created, not on the user's first read."""
+_warming: threading.Thread | None = None
+
+
+def warm_up(background: bool = False) -> None:
+    """Pay pyarrow's one-time set-up (about a second on first use) early: in a background
+    thread when a session opens, and at the latest when a served view is created, never on
+    the user's first read."""
+    global _warming
+    if background:
+        if _warming is None:
+            _warming = threading.Thread(target=warm_up, name="ivm-arrow-warm-up", daemon=True)
+            _warming.start()
+        return
     import pyarrow as pa
 
     pa.array([1], type=pa.int64())
