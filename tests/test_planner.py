@@ -187,7 +187,7 @@ def test_hub_example_plan_is_simple_and_explain_derives_its_bounds():
     v = compile_view("SELECT r0.a, r1.c FROM r0 JOIN r1 ON r0.a = r1.a JOIN r2 ON r2.a = r0.a AND r2.b = r0.b",
                      {"r0": ["a", "b"], "r1": ["a", "c"], "r2": ["a", "b"]})
     assert v.plan.guards().simple
-    assert "O(1) per single-tuple update (every leaf-to-root path is a guard path)" in v.explain()
+    assert "O(1) per single-tuple update of a table (every leaf-to-root path is a guard path)" in v.explain()
     # structural proxy for O(1): a hub insert moves at most one tuple per node
     v.apply({"r0": [((1, i), 1) for i in range(50)], "r1": [((1, i), 1) for i in range(50)],
              "r2": [((1, i), 1) for i in range(60)]})

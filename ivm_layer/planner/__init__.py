@@ -33,6 +33,8 @@ class Plan:
     core_relation: str | None = None
     #: extra EXPLAIN lines of the planning step that chose this tree (static tables, params)
     notes: list[str] | None = None
+    #: atoms of static tables (003): loaded once, so their paths do not count for update cost
+    static_atoms: frozenset[int] = frozenset()
 
     def guards(self) -> GuardReport:
         """Which leaf-to-root paths are guard paths, and the bounds that follow (guards.py)."""
@@ -41,14 +43,16 @@ class Plan:
     def costs(self) -> tuple[str, str]:
         """(update cost, enumeration delay), derived from the tree, never from the class name."""
         rep = self.guards()
-        worst = rep.update_cost()
-        if rep.simple and worst == "O(1)":
-            update = "O(1) per single-tuple update (every leaf-to-root path is a guard path)"
+        leaves = {a: lp for a, lp in rep.leaves.items() if a not in self.static_atoms}
+        worst = rep.update_cost(list(leaves))
+        what = "dynamic " if self.static_atoms else ""
+        if all(lp.guard_path for lp in leaves.values()) and worst == "O(1)":
+            update = f"O(1) per single-tuple update of a {what}table (every {what}leaf-to-root path is a guard path)"
         else:
-            slow = [(self.atom_label(a), lp) for a, lp in sorted(rep.leaves.items()) if lp.cost != "O(1)"]
+            slow = [(self.atom_label(a), lp) for a, lp in sorted(leaves.items()) if lp.cost != "O(1)"]
             update = (f"{worst} per single-tuple update worst case; "
                       + "; ".join(f"{name}: {lp.cost}, {lp.reason}" for name, lp in slow))
-            fast = [self.atom_label(a) for a, lp in sorted(rep.leaves.items()) if lp.cost == "O(1)"]
+            fast = [self.atom_label(a) for a, lp in sorted(leaves.items()) if lp.cost == "O(1)"]
             if fast:
                 update += "; O(1) for " + ", ".join(fast)
         if self.klass == NOT_FREE_CONNEX:
