@@ -9,6 +9,7 @@ from .engine.view import View
 from .errors import IVMError
 from .planner import plan
 from .sql import translate_select
+from .sql.params import HIDDEN, extract_params
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
@@ -21,16 +22,49 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     extensions of papers 003/004 and must be empty for now.
     """
     static = _static_names(static, schema)
-    if tuple(params):
-        raise IVMError("parameterized views are not supported yet: pass params=()")
-    gcq = translate_select(sql, schema, dialect=dialect)
+    params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
+    rewritten, placeholders = extract_params(sql, dialect)
+    if placeholders and params:
+        raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
+    gcq = translate_select(rewritten, schema, dialect=dialect)
     if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
-        if static:
-            raise IVMError("static tables are not supported with GROUP BY / aggregates yet: pass static=()")
+        if static or params or placeholders:
+            raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
         return AggregateView(gcq, sql)
+    if params or placeholders:
+        if static:
+            raise IVMError("static tables and parameters in one view are not supported yet")
+        return _param_view(gcq, sql, params, placeholders)
     if static:
         return _static_view(gcq, sql, static)
     return View(plan(gcq), sql)
+
+
+def _param_view(gcq, sql: str, params: list[str], placeholders: list[str]) -> View:
+    from .engine.lookup import ParamView
+    from .planner.params import describe, plan_params
+
+    names = list(placeholders) if placeholders else params
+    if len(set(names)) != len(names):
+        raise IVMError(f"duplicate parameter names in {names}")
+    if placeholders:
+        hidden = [HIDDEN + p for p in placeholders]
+        param_vars = [gcq.output[gcq.columns.index(h)] for h in hidden]
+        keep = [i for i, c in enumerate(gcq.columns) if c not in hidden]
+    else:
+        param_vars = []
+        for p in params:
+            hits = [i for i, c in enumerate(gcq.columns) if c.lower() == p]
+            if len(hits) != 1:
+                raise IVMError(f"params=: {p!r} must name exactly one output column "
+                               f"(columns: {', '.join(gcq.columns)})")
+            param_vars.append(gcq.output[hits[0]])
+        keep = [i for i, c in enumerate(gcq.columns) if c.lower() not in params]
+    columns = [gcq.columns[i] for i in keep]
+    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep])
+    the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
+    the_plan.notes = (the_plan.notes or []) + describe(pp, names)
+    return ParamView(the_plan, sql, names, columns, pp.cqap0, pp.copies if pp.cqap0 else None)
 
 
 def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:
