@@ -8,6 +8,7 @@ from .engine.aggregates import AggregateView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
+from .query import Predicate
 from .sql import translate_select
 from .sql.params import HIDDEN, extract_params
 
@@ -61,6 +62,10 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str]) -> Vi
             param_vars.append(gcq.output[hits[0]])
         keep = [i for i, c in enumerate(gcq.columns) if c.lower() not in params]
     columns = [gcq.columns[i] for i in keep]
+    for v in dict.fromkeys(param_vars):  # `col = $p` never matches NULL: neither do rows()
+        nn = Predicate(v, "is not null", None, None)
+        if nn not in gcq.predicates:
+            gcq.predicates.append(nn)
     pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep])
     the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
     the_plan.notes = (the_plan.notes or []) + describe(pp, names)

@@ -82,7 +82,8 @@ class ParamView(View):
         env = {}
         for p, v in zip(self.params, key):
             for c in self._copies[p]:
-                env[c] = v
+                if env.setdefault(c, v) != v:  # two parameters on one column disagree
+                    return iter(())
         return self._seeded(env, key)
 
     def _iter_answer(self, answer: dict | None) -> Iterator[tuple[tuple, int]]:
