@@ -24,34 +24,37 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     """
     static = _static_names(static, schema)
     params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
-    rewritten, placeholders = extract_params(sql, dialect)
-    if placeholders and params:
+    rewritten, placeholders, ranges = extract_params(sql, dialect)
+    if (placeholders or ranges) and params:
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
     gcq = translate_select(rewritten, schema, dialect=dialect)
     if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
-        if static or params or placeholders:
+        if static or params or placeholders or ranges:
             raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
         return AggregateView(gcq, sql)
-    if params or placeholders:
+    if params or placeholders or ranges:
         if static:
             raise IVMError("static tables and parameters in one view are not supported yet")
-        return _param_view(gcq, sql, params, placeholders)
+        return _param_view(gcq, sql, params, placeholders, ranges)
     if static:
         return _static_view(gcq, sql, static)
     return View(plan(gcq), sql)
 
 
-def _param_view(gcq, sql: str, params: list[str], placeholders: list[str]) -> View:
+def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
+                ranges: list[tuple[str, str, str]]) -> View:
     from .engine.lookup import ParamView
     from .planner.params import describe, plan_params
 
-    names = list(placeholders) if placeholders else params
+    names = list(placeholders) if placeholders or ranges else params
     if len(set(names)) != len(names):
         raise IVMError(f"duplicate parameter names in {names}")
-    if placeholders:
+    range_cols = [col for _, _, col in ranges]
+    range_vars = [gcq.output[gcq.columns.index(col)] for col in range_cols]
+    if placeholders or ranges:
         hidden = [HIDDEN + p for p in placeholders]
         param_vars = [gcq.output[gcq.columns.index(h)] for h in hidden]
-        keep = [i for i, c in enumerate(gcq.columns) if c not in hidden]
+        keep = [i for i, c in enumerate(gcq.columns) if c not in hidden and c not in range_cols]
     else:
         param_vars = []
         for p in params:
@@ -62,14 +65,23 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str]) -> Vi
             param_vars.append(gcq.output[hits[0]])
         keep = [i for i, c in enumerate(gcq.columns) if c.lower() not in params]
     columns = [gcq.columns[i] for i in keep]
-    for v in dict.fromkeys(param_vars):  # `col = $p` never matches NULL: neither do rows()
+    for v in dict.fromkeys(param_vars + range_vars):  # `col = $p` never matches NULL: neither do rows()
         nn = Predicate(v, "is not null", None, None)
         if nn not in gcq.predicates:
             gcq.predicates.append(nn)
-    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep])
+    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars)
     the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
     the_plan.notes = (the_plan.notes or []) + describe(pp, names)
-    return ParamView(the_plan, sql, names, columns, pp.cqap0, pp.copies if pp.cqap0 else None)
+    if ranges:
+        the_plan.notes.append("range parameters " + ", ".join(f"${n} ({op})" for n, op, _ in ranges)
+                              + ": the equality lookup's rows are filtered and consolidated — "
+                              "O(rows for the equality inputs) per lookup, not O(log n)")
+    everything = names + [n for n, _, _ in ranges]
+    if all(n.startswith("p") and n[1:].isdigit() for n in everything):
+        everything.sort(key=lambda n: int(n[1:]))
+    rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
+    return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
+                     eq_params=names, ranges=rng)
 
 
 def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:

@@ -95,14 +95,18 @@ def test_errors_and_boolean_and_input_in_select():
     assert b.columns == ["a"]  # the input column is also an output: its value is the input
     _load_t1(b)
     assert look(b, a=1, e=31) == [((1,), 2)]
-    boolean = compile_view("SELECT 1 AS one FROM r WHERE r.a = $a", T1_SCHEMA) if False else None
-    assert boolean is None
+    boolean = compile_view("SELECT r.a FROM r JOIN t ON t.a = r.a", T1_SCHEMA, params=("a",))
+    assert boolean.columns == []
+    _load_t1(boolean)
+    assert look(boolean, a=1) == [((), 4)] and look(boolean, a=5) == []
     same = compile_view("SELECT r.c FROM r JOIN t ON t.a = r.a WHERE r.a = $a AND t.a = $a", T1_SCHEMA)
     assert same.params == ["a"]
     _load_t1(same)
     assert look(same, a=1) == [((10,), 2), ((11,), 2)]
     with pytest.raises(IVMError):
-        compile_view("SELECT r.b FROM r WHERE r.a > $a", T1_SCHEMA)
+        compile_view("SELECT r.b FROM r WHERE r.a <> $a", T1_SCHEMA)
+    with pytest.raises(IVMError):
+        compile_view("SELECT r.b FROM r WHERE r.a = $a + 1", T1_SCHEMA)
 
 
 def _q(atoms, out, inputs):
@@ -138,3 +142,19 @@ EX7 = [("r", "ABC"), ("s", "ABD"), ("t", "AE")]
 ])
 def test_classification_table(atoms, out, inputs, expected):
     assert _cqap0(atoms, out, inputs) == expected
+
+
+def test_range_parameters_filter_the_equality_lookup():
+    v = compile_view("SELECT t.id, t.amount FROM trans t WHERE t.acc = $acc AND t.ts > $since",
+                     {"trans": ["id", "acc", "ts", "amount"]})
+    assert v.params == ["acc", "since"] and v.columns == ["id", "amount"]
+    v.apply({"trans": [((1, 7, 100, 50), 1), ((2, 7, 200, 60), 1), ((3, 8, 300, 70), 1), ((4, 7, None, 5), 1)]})
+    assert look(v, acc=7, since=150) == [((2, 60), 1)]
+    assert look(v, 7, 50) == [((1, 50), 1), ((2, 60), 1)]
+    assert look(v, acc=7, since=200) == [] and look(v, acc=9, since=0) == [] and look(v, acc=7, since=None) == []
+    assert "range parameters $since (>)" in v.explain() and v.cqap0
+    b = compile_view("SELECT t.acc FROM trans t WHERE t.ts BETWEEN ? AND ?", {"trans": ["id", "acc", "ts", "amount"]})
+    b.apply({"trans": [((1, 7, 100, 50), 1), ((2, 7, 200, 60), 1), ((3, 8, 300, 70), 1)]})
+    assert b.params == ["p1", "p2"] and look(b, 100, 250) == [((7,), 2)] and look(b, 301, 400) == []
+    v.insert("trans", (5, 7, 400, 1))
+    assert look(v, acc=7, since=150) == [((2, 60), 1), ((5, 1), 1)]

@@ -7,6 +7,7 @@ the inputs, and now and then ``rows()`` must equal all input/output pairs. CQAP0
 be simple (every leaf-to-root path a guard path).
 """
 
+import operator
 import random
 import sys
 from collections import Counter
@@ -22,6 +23,7 @@ from ivm_layer import compile_view  # noqa: E402
 from ivm_layer.errors import CyclicQueryError, UnsupportedSQLError  # noqa: E402
 
 N_CASES = 130
+OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 
 
 def _run(view, op):
@@ -48,6 +50,10 @@ def test_parameterized_views_match_brute_force():
         if rnd.random() < 0.25:  # one parameter on two columns
             extra_col = rnd.choice(cols)
             conds.append(f"{extra_col[0]}.{extra_col[1]} = $p1")
+        rng = None
+        if rnd.random() < 0.3:  # a range parameter
+            rng = (rnd.choice(cols), rnd.choice((">", ">=", "<", "<=")))
+            conds.append(f"{rng[0][0]}.{rng[0][1]} {rng[1]} $p{k + 1}")
         sql = q.sql + (" AND " if " WHERE " in q.sql else " WHERE ") + " AND ".join(conds)
         try:
             view = compile_view(sql, q.schema)
@@ -55,10 +61,11 @@ def test_parameterized_views_match_brute_force():
             stats["rejected"] += 1
             continue
         stats["cqap0" if view.cqap0 else "answer map"] += 1
+        stats["with range"] += rng is not None
         if view.cqap0:
             assert view.plan.guards().simple, (seed, sql)
         out = q.out_cols()
-        bq = replace(q, select=out + chosen + ([extra_col] if extra_col else []))
+        bq = replace(q, select=out + chosen + ([rng[0]] if rng else []) + ([extra_col] if extra_col else []))
         brute = BruteForceView(bq)
         n_out = len(out)
 
@@ -68,7 +75,11 @@ def test_parameterized_views_match_brute_force():
                 ins = row[n_out:n_out + k]
                 if extra_col is not None and row[-1] != ins[0]:
                     continue
-                if tuple(ins) == tuple(values):
+                if rng is not None:
+                    x = row[n_out + k]
+                    if x is None or not OPS[rng[1]](x, values[k]):
+                        continue
+                if tuple(ins) == tuple(values[:k]):
                     want[row[:n_out]] += m
             return sorted(want.items(), key=repr)
 
@@ -81,12 +92,14 @@ def test_parameterized_views_match_brute_force():
                 values = tuple(rnd.choice((0, 1, 2, 3, 4, 5, 9)) for _ in params)
                 if present and rnd.random() < 0.7:
                     values = tuple(rnd.choice(present))
+                if rng is not None:
+                    values += (rnd.randint(-1, 6),)
                 got = sorted(view.lookup(*values), key=repr)
                 assert got == expected(values), (seed, sql, op, values)
                 stats["empty" if not got else "rows"] += 1
                 stats[("cqap0 " if view.cqap0 else "map ") + ("empty" if not got else "rows")] += 1
-            assert list(view.lookup(*([None] * k))) == []
-            if step % 10 == 9:
+            assert list(view.lookup(*([None] * (k + (rng is not None))))) == []
+            if step % 10 == 9 and rng is None:
                 pairs = Counter()
                 for row, m in brute.rows():
                     if extra_col is None or row[-1] == row[n_out]:
@@ -94,4 +107,4 @@ def test_parameterized_views_match_brute_force():
                             pairs[tuple(row[n_out:n_out + k]) + tuple(row[:n_out])] += m
                 assert sorted(view.rows(), key=repr) == sorted(pairs.items(), key=repr), (seed, sql)
     print(stats)
-    assert stats["cqap0"] > 20 and stats["answer map"] > 20 and stats["cqap0 rows"] > 100 and stats["cqap0 empty"] > 100
+    assert stats["cqap0"] > 20 and stats["answer map"] > 20 and stats["cqap0 rows"] > 100 and stats["cqap0 empty"] > 100 and stats["with range"] > 20

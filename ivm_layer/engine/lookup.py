@@ -16,11 +16,14 @@ from the view's change (delta enumeration), so lookups are a dict probe there to
 
 from __future__ import annotations
 
+import operator
 from typing import Any, Iterator
 
 from ..errors import ConcurrentModificationError, IVMError
 from ..planner import Plan
 from .predicates import key_fn
+
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
 from .view import View
 
 
@@ -34,13 +37,17 @@ class ParamView(View):
     ``params + columns`` (every input/output pair)."""
 
     def __init__(self, plan: Plan, sql: str, params: list[str], columns: list[str], cqap0: bool,
-                 copies: dict[str, list[str]] | None = None):
+                 copies: dict[str, list[str]] | None = None, eq_params: list[str] | None = None,
+                 ranges: list[tuple[str, str, int]] = ()):
         super().__init__(plan, sql)
         self.params = list(params)
         self.columns = list(columns)
         self.cqap0 = cqap0
-        self._n = len(self.params)
-        self._width = self._n + len(self.columns)
+        self._eq = list(eq_params) if eq_params is not None else list(params)
+        # range parameters: (name, op, position of the compared value in a lookup's raw row)
+        self._ranges = list(ranges)
+        self._n = len(self._eq)
+        self._width = self._n + len(self.columns) + len(self._ranges)
         self._copies = copies or {}
         self._split = any(len(c) > 1 for c in self._copies.values())
         self._answers: dict[tuple, dict[tuple, int]] | None = None
@@ -56,8 +63,8 @@ class ParamView(View):
 
     # -- lookups -------------------------------------------------------------------------
     def _inputs(self, args: tuple, kwargs: dict) -> tuple:
-        if len(args) > self._n:
-            raise IVMError(f"lookup takes {self._n} input(s) ({', '.join(self.params)}), got {len(args)}")
+        if len(args) > len(self.params):
+            raise IVMError(f"lookup takes {len(self.params)} input(s) ({', '.join(self.params)}), got {len(args)}")
         values: dict[str, Any] = dict(zip(self.params, args))
         for k, v in kwargs.items():
             name = str(k).lower()
@@ -72,19 +79,38 @@ class ParamView(View):
         return tuple(values[p] for p in self.params)
 
     def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
-        """``(row over columns, multiplicity)`` of the view for these inputs (SQL ``=``: a
+        """``(row over columns, multiplicity)`` of the view for these inputs (SQL semantics: a
         NULL input matches nothing)."""
-        key = self._inputs(args, kwargs)
-        if any(v is None for v in key):
+        values = dict(zip(self.params, self._inputs(args, kwargs)))
+        if any(v is None for v in values.values()):
             return iter(())
+        key = tuple(values[p] for p in self._eq)
         if self._answers is not None:
-            return self._iter_answer(self._answers.get(key))
-        env = {}
-        for p, v in zip(self.params, key):
-            for c in self._copies[p]:
-                if env.setdefault(c, v) != v:  # two parameters on one column disagree
-                    return iter(())
-        return self._seeded(env, key)
+            raw = self._iter_answer(self._answers.get(key))
+        else:
+            env = {}
+            for p, v in zip(self._eq, key):
+                for c in self._copies[p]:
+                    if env.setdefault(c, v) != v:  # two parameters on one column disagree
+                        return iter(())
+            raw = self._seeded(env)
+        if not self._ranges:
+            return raw
+        return self._in_range(raw, [(values[name], op, i) for name, op, i in self._ranges])
+
+    def _in_range(self, raw, checks) -> Iterator[tuple[tuple, int]]:
+        """Rows whose range-compared values satisfy the range parameters, consolidated over
+        the columns (O(rows for the equality inputs), not O(log n))."""
+        width = len(self.columns)
+        out: dict[tuple, int] = {}
+        try:
+            for row, m in raw:
+                if all(_OPS[op](row[i], v) for v, op, i in checks):
+                    r = row[:width]
+                    out[r] = out.get(r, 0) + m
+        except TypeError as e:
+            raise IVMError(f"a range parameter cannot be compared with the column's values: {e}") from None
+        return iter(list(out.items()))
 
     def _iter_answer(self, answer: dict | None) -> Iterator[tuple[tuple, int]]:
         if not answer:
@@ -142,7 +168,7 @@ class ParamView(View):
         # the engine's group key of each node, read off its parent's tuple
         self._keyf = {r.id: key_fn(r.p_key_vars, layout[r.parent.id]) for r in order if not r.parent.fused}
 
-    def _seeded(self, env: dict, key: tuple) -> Iterator[tuple[tuple, int]]:
+    def _seeded(self, env: dict) -> Iterator[tuple[tuple, int]]:
         root = self._trep.root
         tup = {root.id: ()}
         mult: dict[int, int] = {}
@@ -206,7 +232,7 @@ class ParamView(View):
         """Rows of a fractured view: the components' product filtered to agreeing input copies."""
         gcq = self.plan.gcq
         pos = {v: i for i, v in enumerate(gcq.output)}
-        groups = [[pos[c] for c in self._copies[p]] for p in self.params]
+        groups = [[pos[c] for c in self._copies[p]] for p in self._eq]
         for row, m in super().rows():
             if all(row[i] == row[g[0]] for g in groups for i in g[1:]):
                 yield row[:self._width], m

@@ -18,6 +18,9 @@ from sqlglot.errors import SqlglotError
 from ..errors import SQLError, UnsupportedSQLError
 
 HIDDEN = "__param_"
+RANGE = "__range_"
+_RANGE_OPS = {exp.GT: ">", exp.GTE: ">=", exp.LT: "<", exp.LTE: "<="}
+_FLIP = {">": "<", ">=": "<=", "<": ">", "<=": ">="}
 
 
 def _placeholder_name(node: exp.Expression, counter: list[int]) -> str | None:
@@ -53,20 +56,46 @@ def _and(parts: list[exp.Expression]) -> exp.Expression | None:
     return out
 
 
-def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str]]:
-    """``(rewritten SQL, parameter names in order)``; ``([], sql)`` unchanged without placeholders."""
+def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str], list[tuple[str, str, str]]]:
+    """``(rewritten SQL, equality parameter names, range parameters)``, unchanged without
+    placeholders. A range parameter ``(name, op, hidden column)`` stands for
+    ``column op $name`` (``BETWEEN $lo AND $hi`` gives two); its column becomes the hidden
+    output ``__range_<k>``, filtered at lookup time."""
     if "$" not in sql and "?" not in sql and ":" not in sql:
-        return sql, []
+        return sql, [], []
     try:
         tree = sqlglot.parse_one(sql, read=dialect)
     except SqlglotError:
-        return sql, []  # the translator reports the parse error
+        return sql, [], []  # the translator reports the parse error
     if not any(isinstance(n, (exp.Placeholder, exp.Parameter)) for n in tree.walk()):
-        return sql, []
+        return sql, [], []
     if not isinstance(tree, exp.Select):
         raise UnsupportedSQLError("placeholders are supported in a plain SELECT … WHERE col = $p view only")
     counter = [0]
     columns: dict[str, list[exp.Column]] = {}
+    ranges: list[tuple[str, str, exp.Column]] = []
+
+    def range_conjunct(c: exp.Expression) -> bool:
+        """Record ``col op $p`` / ``$p op col`` / ``col BETWEEN $lo AND $hi``; True if it was one."""
+        if isinstance(c, exp.Between) and isinstance(c.this, exp.Column):
+            lo = _placeholder_name(c.args["low"], counter)
+            hi = _placeholder_name(c.args["high"], counter)
+            if lo is not None and hi is not None:
+                ranges.extend([(lo, ">=", c.this), (hi, "<=", c.this)])
+                return True
+            return False
+        op = _RANGE_OPS.get(type(c))
+        if op is None:
+            return False
+        name = _placeholder_name(c.expression, counter)
+        if name is not None and isinstance(c.this, exp.Column):
+            ranges.append((name, op, c.this))
+            return True
+        name = _placeholder_name(c.this, counter)
+        if name is not None and isinstance(c.expression, exp.Column):
+            ranges.append((name, _FLIP[op], c.expression))
+            return True
+        return False
 
     def strip(cond: exp.Expression | None) -> exp.Expression | None:
         if cond is None:
@@ -85,10 +114,13 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str]]:
                         raise UnsupportedSQLError(f"a parameter must be compared with a column: {c.sql()}")
                     columns.setdefault(name, []).append(col)
                     continue
+            if range_conjunct(c):
+                continue
             if any(isinstance(n, (exp.Placeholder, exp.Parameter)) for n in c.walk()):
                 raise UnsupportedSQLError(
                     f"unsupported in parameterized views: {c.sql()} (parameters are supported as "
-                    "top-level conjuncts column = $param of WHERE or ON)")
+                    "top-level conjuncts column = $p, column < $p (<=, >, >=) or column BETWEEN $lo AND $hi "
+                    "of WHERE or ON)")
             keep.append(c)
         return _and(keep)
 
@@ -105,8 +137,14 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str]]:
         if isinstance(n, (exp.Placeholder, exp.Parameter)):
             raise UnsupportedSQLError(
                 f"unsupported in parameterized views: a parameter in {n.parent.sql() if n.parent else n.sql()} "
-                "(parameters are supported as top-level conjuncts column = $param of WHERE or ON)")
+                "(parameters are supported as top-level conjuncts of WHERE or ON)")
     names = list(columns)
+    rnames = list(dict.fromkeys(name for name, _, _ in ranges))
+    if set(rnames) & set(names):
+        raise UnsupportedSQLError(f"parameter {sorted(set(rnames) & set(names))[0]} is used both in an equality "
+                                  "and in a range comparison; use two parameters")
+    if len(rnames) != len(ranges):
+        raise UnsupportedSQLError("each range parameter may be used in one comparison only")
     if any(n.startswith("p") and n[1:].isdigit() for n in names) and any(
             not (n.startswith("p") and n[1:].isdigit()) for n in names):
         raise SQLError("do not mix positional ($1, ?) and named ($name) parameters in one view")
@@ -115,8 +153,12 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str]]:
         first, *rest = columns[name]
         tree.append("expressions", exp.alias_(first.copy(), HIDDEN + name, quoted=True))
         extra += [exp.EQ(this=first.copy(), expression=c.copy()) for c in rest]
+    out_ranges = []
+    for k, (name, op, col) in enumerate(ranges):
+        tree.append("expressions", exp.alias_(col.copy(), f"{RANGE}{k}", quoted=True))
+        out_ranges.append((name, op, f"{RANGE}{k}"))
     if extra:
         w = tree.args.get("where")
         cond = _and(([w.this] if w is not None else []) + extra)
         tree.set("where", exp.Where(this=cond))
-    return tree.sql(dialect=dialect), names
+    return tree.sql(dialect=dialect), names, out_ranges
