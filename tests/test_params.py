@@ -158,3 +158,20 @@ def test_range_parameters_filter_the_equality_lookup():
     assert b.params == ["p1", "p2"] and look(b, 100, 250) == [((7,), 2)] and look(b, 301, 400) == []
     v.insert("trans", (5, 7, 400, 1))
     assert look(v, acc=7, since=150) == [((2, 60), 1), ((5, 1), 1)]
+
+
+def test_readme_section_runs():
+    import pathlib
+    import re
+
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    code = re.search(r"## Static tables and parameterized views\n.*?```python\n(.*?)```", text, re.S).group(1)
+    import contextlib
+    import io
+
+    buf = io.StringIO()
+    with contextlib.redirect_stdout(buf):
+        exec(compile(code, "README", "exec"), {})
+    out = buf.getvalue()
+    assert "[((1, 42.0, 100, 7, 'FRANCE', 1, 'EUROPE'), 1)]" in out and "C_lin" in out and "refused:" in out
+    assert "[((2, 3700, 60), 1)]" in out and "\n[]\n" in out
