@@ -175,3 +175,20 @@ def test_readme_section_runs():
     out = buf.getvalue()
     assert "[((1, 42.0, 100, 7, 'FRANCE', 1, 'EUROPE'), 1)]" in out and "C_lin" in out and "refused:" in out
     assert "[((2, 3700, 60), 1)]" in out and "\n[]\n" in out
+
+
+def test_distinct_and_component_without_inputs():
+    schema = {"r": ["a", "b"], "s": ["c"]}
+    d = compile_view("SELECT DISTINCT r.b FROM r WHERE r.a = $a", schema)
+    d.apply({"r": [((1, 5), 1), ((1, 5), 1), ((1, 6), 1)]})
+    assert look(d, a=1) == [((5,), 1), ((6,), 1)]
+    d.delete("r", (1, 5))
+    assert look(d, a=1) == [((5,), 1), ((6,), 1)]
+    d.delete("r", (1, 5))
+    assert look(d, a=1) == [((6,), 1)]
+    x = compile_view("SELECT r.b, s.c FROM r, s WHERE r.a = $a", schema)  # Q(B,C|A) = R(A,B), S(C)
+    assert x.cqap0
+    x.apply({"r": [((1, 5), 1)]})
+    assert look(x, a=1) == []  # the input-free component is empty: every lookup is empty
+    x.apply({"s": [((7,), 2), ((8,), 1)]})
+    assert look(x, a=1) == [((5, 7), 2), ((5, 8), 1)] and look(x, a=2) == []

@@ -114,6 +114,9 @@ def plan_params(gcq: GCQ, params: list[str], param_vars: list[str], column_vars:
     usual = GCQ(gcq.atoms, gcq.predicates, base_output, list(params) + [f"c{i}" for i in range(len(column_vars))],
                 schema=gcq.schema, distinct=gcq.distinct)
     _, joins = split_predicates(usual)
+    if gcq.distinct:
+        return ParamPlan(False, "DISTINCT keeps each answer as a set in the materialized map", usual,
+                         list(param_vars))
     if joins:
         return ParamPlan(False, "inequality joins are outside paper 004 (" + "; ".join(map(str, joins)) + ")",
                          usual, list(param_vars))
