@@ -69,9 +69,9 @@ def test_parameterized_views_match_brute_force():
         brute = BruteForceView(bq)
         n_out = len(out)
 
-        def expected(values):
+        def expected(values, brows):
             want = Counter()
-            for row, m in brute.rows():
+            for row, m in brows:
                 ins = row[n_out:n_out + k]
                 if extra_col is not None and row[-1] != ins[0]:
                     continue
@@ -86,7 +86,8 @@ def test_parameterized_views_match_brute_force():
         for step, op in enumerate(case.stream):
             _run(view, op)
             _run(brute, op)
-            present = [row[n_out:n_out + k] for row, _ in brute.rows()
+            brows = list(brute.rows())
+            present = [row[n_out:n_out + k] for row, _ in brows
                        if None not in row[n_out:n_out + k]] if rnd.random() < 0.7 else []
             for _ in range(3):
                 values = tuple(rnd.choice((0, 1, 2, 3, 4, 5, 9)) for _ in params)
@@ -95,13 +96,13 @@ def test_parameterized_views_match_brute_force():
                 if rng is not None:
                     values += (rnd.randint(-1, 6),)
                 got = sorted(view.lookup(*values), key=repr)
-                assert got == expected(values), (seed, sql, op, values)
+                assert got == expected(values, brows), (seed, sql, op, values)
                 stats["empty" if not got else "rows"] += 1
                 stats[("cqap0 " if view.cqap0 else "map ") + ("empty" if not got else "rows")] += 1
             assert list(view.lookup(*([None] * (k + (rng is not None))))) == []
             if step % 10 == 9 and rng is None:
                 pairs = Counter()
-                for row, m in brute.rows():
+                for row, m in brows:
                     if extra_col is None or row[-1] == row[n_out]:
                         if all(v is not None for v in row[n_out:n_out + k]):
                             pairs[tuple(row[n_out:n_out + k]) + tuple(row[:n_out])] += m
