@@ -192,3 +192,18 @@ def test_distinct_and_component_without_inputs():
     assert look(x, a=1) == []  # the input-free component is empty: every lookup is empty
     x.apply({"s": [((7,), 2), ((8,), 1)]})
     assert look(x, a=1) == [((5, 7), 2), ((5, 8), 1)] and look(x, a=2) == []
+
+
+def test_open_lookup_raises_after_an_update():
+    from ivm_layer.errors import ConcurrentModificationError
+
+    for sql in (T1_SQL, "SELECT r.b FROM r JOIN s ON r.a = s.a AND r.b = s.b WHERE r.c = $c"):
+        v = compile_view(sql, T1_SCHEMA)
+        _load_t1(v)
+        v.insert("r", (1, 1, 12))
+        key = 1 if "$a" in sql else 10
+        it = v.lookup(key)
+        next(it)
+        v.insert("t", (1, 33))
+        with pytest.raises(ConcurrentModificationError):
+            list(it)

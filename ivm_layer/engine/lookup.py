@@ -32,6 +32,12 @@ def _stale() -> ConcurrentModificationError:
         "the view was updated while this lookup was open; take list(view.lookup(...)) first")
 
 
+class _NoGroup:
+    """Stands for a missing group (never reached on a calibrated representation)."""
+
+    items: dict = {}
+
+
 class ParamView(View):
     """A view with input parameters. ``columns`` are the outputs; ``rows()`` ranges over
     ``params + columns`` (every input/output pair)."""
@@ -167,6 +173,7 @@ class ParamView(View):
         self._frontier = [r.id for r in bound if r.frontier]
         # the engine's group key of each node, read off its parent's tuple
         self._keyf = {r.id: key_fn(r.p_key_vars, layout[r.parent.id]) for r in order if not r.parent.fused}
+        self._compile_enum()
 
     def _seeded(self, env: dict) -> Iterator[tuple[tuple, int]]:
         root = self._trep.root
@@ -183,37 +190,33 @@ class ParamView(View):
         for r in self._heads:  # step 2: an empty branch empties the answer
             if not r.parent.fused and r.p_index.groups.get(keyf[r.id](tup[r.parent.id])) is None:
                 return iter(())
-        return self._enumerate(tup, mult)
+        return self._enum(tup, mult, self._trep, self._trep.version)
 
-    def _enumerate(self, tup, mult) -> Iterator[tuple[tuple, int]]:
-        rest, holders, frontier, keyf = self._rest, self._holders, self._frontier, self._keyf
-        trep = self._trep
-        v0 = trep.version
-        depth = len(rest)
-
-        def rec(i):
-            if i == depth:
-                m = 1
-                for rid in frontier:
-                    m *= mult[rid]
-                yield tuple(tup[h][j] for h, j in holders), m
-                if trep.version != v0:
-                    raise _stale()
-                return
-            r = rest[i]
+    def _compile_enum(self) -> None:
+        """Generate the nested loops over the non-input nodes of N (Algorithm 1 seeded by the
+        input nodes' tuples), as Python source, like the engine's own enumeration."""
+        ns: dict[str, Any] = {"_stale": _stale, "_NONE": _NoGroup}
+        lines = ["def _enum(tup, mult, trep, v0):"]
+        ind = "    "
+        lines.append(f"{ind}t{self._trep.root.id} = ()")
+        for r in self._seeds:
+            lines.append(f"{ind}t{r.id} = tup[{r.id}]; m{r.id} = mult[{r.id}]")
+        for r in self._rest:
             p = r.parent
-            if p.fused:
-                tup[r.id], mult[r.id] = tup[p.id], mult.get(p.id, 1)
-                yield from rec(i + 1)
-                return
-            g = r.p_index.groups.get(keyf[r.id](tup[p.id]))
-            if g is None:
-                return
-            for t, m in g.items.items():
-                tup[r.id], mult[r.id] = t, m
-                yield from rec(i + 1)
+            if p.fused:  # the same tuple as its parent
+                lines.append(f"{ind}t{r.id} = t{p.id}; m{r.id} = m{p.id}")
+                continue
+            ns[f"P{r.id}"] = r.p_index.groups
+            ns[f"K{r.id}"] = self._keyf[r.id]
+            lines.append(f"{ind}for t{r.id}, m{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE).items.items():")
+            ind += "    "
+        row = "(" + "".join(f"t{h}[{j}], " for h, j in self._holders) + ")"
+        mult = " * ".join(f"m{f}" for f in self._frontier) or "1"
+        lines.append(f"{ind}yield {row}, {mult}")
+        lines.append(f"{ind}if trep.version != v0: raise _stale()")
+        exec(compile("\n".join(lines) + "\n", "<ivm lookup enumeration>", "exec"), ns)
+        self._enum = ns["_enum"]
 
-        return rec(0)
 
     # -- all input/output pairs --------------------------------------------------------------
     def rows(self) -> Iterator[tuple[tuple, int]]:
