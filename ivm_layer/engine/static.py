@@ -81,29 +81,26 @@ class StaticView(View):
                 raise UpdateError(f"unknown table {table!r}; no change was applied")
             part = self._part_of.get(name)
             if part is not None:
+                changes = list(changes) if changes is not None else changes
+                if self.dynamic_started and changes:
+                    raise _frozen(name)
                 per_part.setdefault(part, {})[table] = changes
             else:
                 main[table] = changes
         out = super()._validate(main)
-        for part, sub in per_part.items():
-            out.append((_PART, part, part.view._validate(sub)))
         if self.dynamic_started:
-            for item in out:
-                for name, changes in (item[2] if item[0] == _PART else [item]):
-                    if changes and name in self.static_tables:
-                        raise UpdateError(
-                            f"table {name!r} is static for this view and dynamic tables were already "
-                            "updated: a static table can only be loaded before the first update of a "
-                            "dynamic table (recompile the view to change it); no change was applied")
+            for name, changes in out:
+                if changes and name in self.static_tables:
+                    raise _frozen(name)
+        for part, sub in per_part.items():  # phase one of the part's own two-phase update
+            out.append((_PART, part, part.view.prepare(sub)))
         return out
 
     def _prepare_validated(self, validated: list, pending: dict[str, str] | None = None) -> list:
         if pending is None:
             pending = {}
         steps = super()._prepare_validated([v for v in validated if v[0] != _PART], pending)
-        for v in validated:
-            if v[0] == _PART:
-                steps.append((_PART, v[1], v[1].view._prepare_validated(v[2])))
+        steps.extend(v for v in validated if v[0] == _PART)
         return steps
 
     def _commit(self, steps: list, want_change: bool):
@@ -112,9 +109,16 @@ class StaticView(View):
             if s[0] != _PART:
                 continue
             part = s[1]
-            change = part.view._commit(s[2], want_change=True)
+            change = part.view.commit(s[2], want_change=True)
             if change:
                 normal += super()._prepare_validated([(part.relation, dict(change))])
         if any(s[1] and s[0] not in self.static_tables and s[0] not in self._derived for s in normal):
             self.dynamic_started = True
         return super()._commit(normal, want_change)
+
+
+def _frozen(name: str) -> UpdateError:
+    return UpdateError(
+        f"table {name!r} is static for this view and dynamic tables were already updated: a static "
+        "table can only be loaded before the first update of a dynamic table (recompile the view to "
+        "change it); no change was applied")
