@@ -18,9 +18,15 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
-    the view's update methods are tuples in that column order. ``static`` (tables that never
-    change) and ``params`` (input parameters of a parameterized view) are reserved for the
-    extensions of papers 003/004 and must be empty for now.
+    the view's update methods are tuples in that column order.
+
+    ``static`` names tables that are loaded once (paper 003): they may be loaded until the
+    first update of a dynamic table, and the view is planned so that dynamic updates cost O(1)
+    when the query allows it (C_lin / C_poly, see ``planner/static.py``). ``params`` names
+    output columns that become input parameters (paper 004); placeholders ``col = $name``,
+    ``$1``, ``?`` (and ranges ``col > $p``, ``BETWEEN $lo AND $hi``) in the SQL do the same.
+    A parameterized view answers ``view.lookup(**inputs)`` (``planner/params.py``,
+    ``engine/lookup.py``).
     """
     static = _static_names(static, schema)
     params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
