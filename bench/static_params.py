@@ -9,6 +9,9 @@
    first row of a present key and to an empty answer (absent key; and a key present in ``t`` only),
    beside DuckDB answering the same lookup with a prepared ``WHERE r.a = ?`` over the base tables.
 
+3. *q-hierarchical hub* (issue 13): ``r0 ⋈ r1 ON a ⋈ r2 ON (a, b)``, inserts into ``r0`` on a hub
+   value of ``a`` (its ``r2`` partner inserted first), now planned from the canonical variable order.
+
 Medians over repeated single operations; machine-dependent, never asserted.
 """
 
@@ -44,6 +47,22 @@ def update_cost(n: int, static: tuple[str, ...], rnd: random.Random) -> float:
     for j in range(REPS):
         t0 = time.perf_counter()
         v.insert("r", (0, n + j))
+        samples.append(time.perf_counter() - t0)
+    return _median_us(samples)
+
+
+QH = "SELECT r0.a, r1.c FROM r0 JOIN r1 ON r0.a = r1.a JOIN r2 ON r2.a = r0.a AND r2.b = r0.b"
+QH_SCHEMA = {"r0": ["a", "b"], "r1": ["a", "c"], "r2": ["a", "b"]}
+
+
+def hub_insert(n: int) -> float:
+    v = compile_view(QH, QH_SCHEMA)
+    v.apply({t: [((1, i), 1) for i in range(n)] for t in QH_SCHEMA})
+    samples = []
+    for j in range(REPS):
+        v.insert("r2", (1, n + j))
+        t0 = time.perf_counter()
+        v.insert("r0", (1, n + j))
         samples.append(time.perf_counter() - t0)
     return _median_us(samples)
 
@@ -96,8 +115,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="bench-results/static_params.json")
     args = ap.parse_args(argv)
     rnd = random.Random(42)
-    doc: dict = {"n": args.n, "reps": REPS, "update_us": {}, "lookup": {}}
+    doc: dict = {"n": args.n, "reps": REPS, "update_us": {}, "lookup": {}, "qh_hub_insert_us": {}}
     for n in (args.n, 16 * args.n):
+        doc["qh_hub_insert_us"][str(n)] = hub_insert(n)
         doc["update_us"][str(n)] = {"static_t_c_lin": update_cost(n, ("t",), rnd),
                                     "all_dynamic": update_cost(n, (), rnd)}
         doc["lookup"][str(n)] = lookup_latency(n, rnd)
