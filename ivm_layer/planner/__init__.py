@@ -205,7 +205,7 @@ def plan_from_order(gcq: GCQ, rank, atom_vars: dict[int, frozenset[str]] | None 
     predicates are all atom filters."""
     from .vorder import canonical_order, gjt_from_order
 
-    atom_filters, joins = split_predicates(gcq)
+    _, joins = split_predicates(gcq)
     if joins:
         return None
     if atom_vars is None:

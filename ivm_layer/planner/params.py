@@ -74,8 +74,8 @@ def cqap0_reason(atoms: list[Atom], inputs: frozenset[str], free: frozenset[str]
     for i, a in enumerate(atoms):
         for v in a.varset:
             at[v] = at.get(v, frozenset()) | {i}
-    name = lambda v: origin.get(v, v)  # noqa: E731
-    kind = lambda v: "input" if v in inputs else ("output" if v in free else "bound variable")  # noqa: E731
+    name = lambda v: origin.get(v, v)
+    kind = lambda v: "input" if v in inputs else ("output" if v in free else "bound variable")
     for x in sorted(at):
         for y in sorted(at):
             ax, ay = at[x], at[y]
