@@ -138,6 +138,13 @@ class Daemon:
             return None
         return st if self.proc is not None and st.get("pid") == self.proc.pid else None
 
+    def status_text(self) -> str:
+        """What ``ivm daemon --status`` prints for this daemon's checkpoint."""
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        return subprocess.run([sys.executable, "-m", "ivm_layer", "daemon", "--status", "--checkpoint",
+                               self.checkpoint], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=60, check=True).stdout
+
     def wait(self, pred, timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:

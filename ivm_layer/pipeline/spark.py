@@ -49,6 +49,7 @@ def build_session(master: str = "local[*]", app_name: str = "ivm-daemon", shuffl
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
         "spark.executorEnv.SPARK_LOCAL_IP": host,
+        **({"spark.executorEnv.PGAPPNAME": os.environ["PGAPPNAME"]} if "PGAPPNAME" in os.environ else {}),
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",
     }
