@@ -101,6 +101,18 @@ class Writers:
         return (int(hi, 16) << 32) | int(lo, 16)
 
 
+def restart_server(cluster, mode: str = "fast", timeout: int = 60) -> float:
+    """``pg_ctl restart -m <mode>`` of the test cluster (same options); returns its seconds.
+    pg_ctl fails if the server has not shut down and come back within ``timeout``."""
+    cmd = [str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log), "-m", mode,
+           "-w", "-t", str(timeout), "restart"]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, capture_output=True, cwd="/", timeout=3 * timeout)
+    return time.monotonic() - t0
+
+
 def expected(url: str, select: str = SELECT) -> Counter:
     with psycopg.connect(url) as c:
         return Counter(c.execute(select).fetchall())

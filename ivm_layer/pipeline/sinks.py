@@ -35,6 +35,8 @@ from ..errors import IVMError
 #: ``{view: (columns, sql_types)}``
 Layouts = dict[str, tuple[list[str], list[str]]]
 BOOKKEEPING = "ivm_daemon_batches"
+#: how long a PostgreSQL sink keeps reconnecting to write a batch (a server restart)
+RETRY_SECONDS = 120.0
 
 
 class SinkError(IVMError):
@@ -124,6 +126,28 @@ class PostgresSink(Sink):
                 conn.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = %s", [self.daemon])
 
     def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        """Write one batch in one transaction. A broken connection (a server restart) is
+        reopened and the batch written again: the transaction either did not commit, or it
+        did and its batch id is recorded, so the retry skips it."""
+        import time
+
+        import psycopg
+
+        from connectors.postgres import PostgresError
+
+        deadline = time.monotonic() + RETRY_SECONDS
+        while True:
+            try:
+                return self._write(batch_id, changes)
+            except (psycopg.OperationalError, PostgresError) as e:
+                if isinstance(e, psycopg.errors.QueryCanceled) or time.monotonic() > deadline:
+                    raise SinkError(f"cannot write batch {batch_id} to {self.label}: {e}") from e
+                if self.conn is not None:
+                    self.conn.close()
+                    self.conn = None
+                time.sleep(1.0)
+
+    def _write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
         conn = self._connect()
         with conn.transaction():
             r = conn.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = %s FOR UPDATE",
