@@ -122,6 +122,12 @@ def test_checkpoint_store_recovers_and_compacts(tmp_path):
     again = EngineState([d], SCHEMA)
     assert CheckpointStore(str(tmp_path), [d]).recover(again) == 8
     assert _rows(again, "ineq3") == _rows(st, "ineq3") and again.base == st.base
+    import os
+
+    os.chmod(tmp_path / "log", 0o777)  # a directory others could write: its pickles are not loaded
+    with pytest.raises(IVMError, match="writable by others"):
+        CheckpointStore(str(tmp_path), [d]).recover(EngineState([d], SCHEMA))
+    os.chmod(tmp_path / "log", 0o700)
     other = ViewDef("ineq3", VIEWS["common"], True, ["r", "s"])
     with pytest.raises(IVMError, match="other view definitions"):
         CheckpointStore(str(tmp_path), [other])

@@ -48,6 +48,12 @@ def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
     return {t: d for t, d in out.items() if d}
 
 
+def _lap(split: dict[str, float], name: str, t: float) -> float:
+    now = time.monotonic()
+    split[name] = round(now - t, 3)
+    return now
+
+
 def decode_frame(table) -> list[tuple]:
     """A pyarrow table of source rows → ``(lsn, seq, tbl, sign, row)`` tuples in stream order."""
     import pickle
@@ -87,26 +93,33 @@ class DriverEngine:
             log.info("batch %d: already applied (replay), skipped", batch_id)
             return
         try:
+            split: dict[str, float] = {}
+            t = time.monotonic()
             frame = df.select("lsn", "seq", "tbl", "sign", "row",
                               df["ts"].cast("double").alias("ts")).toArrow()
             ts = [t for t in frame.column("ts").to_pylist() if t is not None]
             rows = decode_frame(frame)
             changes = batch_changes(rows, self.state.base)
+            t = _lap(split, "read", t)
             out = self.state.apply(changes)
+            t = _lap(split, "engine", t)
             for s in self.sinks:
                 s.write(batch_id, out)
+            t = _lap(split, "sinks", t)
             self.store.append(batch_id, changes)
             self.last = batch_id
             if self.store.logs_since_snapshot() >= self.cfg.snapshot_every:
                 self.store.snapshot(batch_id, self.state)
+            _lap(split, "checkpoint", t)
         except BaseException as e:
             self.failed = e
             if self.status is not None:
                 self.status.set(state="failed", error=str(e))
             raise
-        self._report(batch_id, rows, out, ts, time.monotonic() - t0)
+        self._report(batch_id, rows, out, ts, time.monotonic() - t0, split)
 
-    def _report(self, batch_id: int, rows: list, out: dict, ts: list, seconds: float) -> None:
+    def _report(self, batch_id: int, rows: list, out: dict, ts: list, seconds: float,
+                split: dict[str, float]) -> None:
         from .pgsource import lsn_text
 
         lsn = max((r[0] for r in rows), default=None)
@@ -117,9 +130,10 @@ class DriverEngine:
                   "seconds_behind": behind, "seconds": seconds,
                   "view_rows": {name: len(v) for name, v in self.state.views.items()}}
         fields["changes_per_s"] = round(len(rows) / seconds) if seconds > 0 else None
+        fields["split"] = split
         log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
-                    "%s changes/s", batch_id, len(rows), n_out, fields["lsn_text"], behind, seconds,
-                    fields["changes_per_s"])
+                    "%s changes/s (%s)", batch_id, len(rows), n_out, fields["lsn_text"], behind, seconds,
+                    fields["changes_per_s"], ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
         if self.status is not None:
             self.status.batch(**fields)
 
