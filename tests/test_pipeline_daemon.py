@@ -141,3 +141,36 @@ def _run(procs, args, ckpt, log, pg_url, tmp_path, pg_cluster):
     assert len(sizes) >= 6 and max(n for b, n in sizes.items() if b > 0) <= 500 + 8, sizes
     print(f"\ncold start to first batch {cold_start:.1f} s; restart to first batch {recovery:.1f} s; "
           f"pg_ctl restart -m fast {restart_s:.1f} s")
+
+
+def test_available_now_cold_start_then_catch_up(pg_url, tmp_path):
+    """``--trigger available-now`` from an empty checkpoint (the first run of a fresh daemon:
+    JVM, Python workers and slot all new) succeeds first time and exits; a second run on the
+    same checkpoint streams what was committed meanwhile, exactly, and exits; neither leaves
+    a query, walsender or active slot behind."""
+    create_tables(pg_url, seed=5)
+    views = tmp_path / "views.sql"
+    views.write_text(VIEWS)
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]",
+            "--trigger", "available-now", "--max-changes-per-batch", "40"]
+    ckpt, log = str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")
+    d = Daemon(args, ckpt, log).start()
+    assert d.proc.wait(600) == 0, d.tail()
+    d.log.close()
+    assert materialized(pg_url) == expected(pg_url)
+    writers = Writers(pg_url, seed=31).start()
+    time.sleep(3)
+    writers.stop()
+    assert sum(writers.counts.values()) > 10
+    d = Daemon(args, ckpt, log).start()
+    assert d.proc.wait(600) == 0, d.tail()
+    d.log.close()
+    got, want = materialized(pg_url), expected(pg_url)
+    assert got == want, _diff(got, want)
+    assert max(d.batch_sizes()) >= 2  # the catch-up came in several capped batches
+    assert "stopped" in d.status_text()
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        deadline = time.monotonic() + 10
+        while _leftovers(c) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _leftovers(c) == []

@@ -221,6 +221,14 @@ def warm_worker_imports() -> None:
             continue
 
 
+def warm_python_workers(spark) -> None:
+    """A one-row Python job: Spark starts its Python worker pool for it."""
+    try:
+        spark.range(1).mapInArrow(lambda batches: batches, "id long").collect()
+    except Exception:  # noqa: BLE001,S110 - only a warm-up; the query reports real failures
+        pass
+
+
 def worker_start_failure(e: BaseException) -> bool:
     """Spark could not start a Python worker in time (a transient start-up failure on a loaded
     machine: the worker must connect back within a fixed 10 s)."""
@@ -293,6 +301,10 @@ def run(cfg: DaemonConfig) -> int:
             log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
     spark = session.get()
     phases.mark("spark_session_wait")
+    import threading
+
+    # the executors' Python worker pool starts while the query starts (not in the first batch)
+    threading.Thread(target=warm_python_workers, args=(spark,), name="ivm-warm-workers", daemon=True).start()
     tables = sorted({t for d in defs for t in d.tables})
     reader = (spark.readStream.format("ivm-cdc")
               .option("url", cfg.source).option("slot", cfg.slot).option("publication", cfg.publication)
