@@ -4,6 +4,7 @@ batch consolidation (TRUNCATE), sinks' per-batch idempotency, configuration."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 
 import duckdb
@@ -464,3 +465,54 @@ def test_orphan_slots_of_discarded_checkpoints_are_dropped(pg_url, tmp_path, cap
         assert pubs == {f"ivm_kept_{db}_pub", f"ivm_own_{db}_pub", "ivm_unlabelled_pub"}
         for s in slots:
             c.execute("SELECT pg_drop_replication_slot(%s)", [s])
+
+
+def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
+    """The feed stops reading when its stage is full (a soft bound: one read of what the socket
+    holds), frees what Spark's commit log says is complete, confirms the slot up to there and
+    no further, and delivers every transaction exactly once."""
+    from ivm_layer.pipeline.changefeed import ChangeFeed, committed_offset
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, k int, pad text); ALTER TABLE r REPLICA IDENTITY FULL")
+        c.execute("CREATE PUBLICATION p2 FOR TABLE r")
+        slot = f"feed_{pg_url.rsplit('/', 1)[1]}"
+        start = _lsn(c.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')",
+                               [slot]).fetchone()[0])
+        for i in range(300):  # ~6 MB of changes: more than a socket buffer holds
+            c.execute("INSERT INTO r SELECT g, %s, repeat('x', 2000) FROM generate_series(1, 10) g", [i])
+        wal = _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+    spark = tmp_path / "spark"
+    (spark / "commits").mkdir(parents=True)
+    (spark / "offsets").mkdir()
+    assert committed_offset(str(spark)) is None
+    feed = ChangeFeed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
+    seen: Counter = Counter()
+    try:
+        assert feed.wait_position(wal, 60, until_full=True)
+        n = len(feed.staged(start))
+        time.sleep(0.6)
+        assert len(feed.staged(start)) == n and not feed.wait_position(wal, 0.3)  # stopped reading
+        done, batch = start, 0
+        deadline = time.monotonic() + 120
+        while done < wal and time.monotonic() < deadline:
+            staged = feed.staged(done)
+            if not staged:
+                feed.wait_position(done + 1, 1.0)
+                continue
+            end = staged[-1][0]
+            for t in feed.take(done, end):  # what Spark's batch reads, then records as complete
+                seen.update((a, k) for (a, k, _), _ in t.changes["r"])
+            (spark / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"lsn":{end}}}\n')
+            (spark / "commits" / str(batch)).write_text("v1\n{}\n")
+            assert committed_offset(str(spark)) == end
+            assert _wait_confirmed(pg_url, slot, end) >= end  # confirmed from the commit log alone
+            done, batch = end, batch + 1
+            if feed.position >= wal and not feed.staged(done):
+                break
+        assert batch > 3 and seen == Counter({(a, k): 1 for a in range(1, 11) for k in range(300)})
+    finally:
+        feed.close()
+    assert _slot_released(pg_url, slot)
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("SELECT pg_drop_replication_slot(%s)", [slot])

@@ -8,7 +8,7 @@ Durability comes from the slot: its confirmed position only moves to what Spark 
 complete (the sinks and the engine log committed), so after a crash the server sends the
 unconfirmed transactions again, with the same end LSNs, and a replayed batch reads exactly the
 same transactions. The confirmed position follows Spark's commit log promptly (the feed
-checks ``<checkpoint>/spark/commits`` every second while it holds transactions), and while
+checks ``<checkpoint>/spark/commits`` every 0.25 s while it holds transactions), and while
 everything received is committed it follows the server's keepalives, so WAL written by the
 sinks into the same cluster never piles up behind the slot.
 
@@ -187,7 +187,8 @@ class ChangeFeed:
         next_log_check = 0.0
         while not self._stop.is_set():
             if self.full():  # back-pressure: keep the connection alive without reading
-                rs.flushed_lsn = max(rs.flushed_lsn, self._spark_committed())
+                self.commit(self._spark_committed())  # frees what Spark completed meanwhile
+                rs.flushed_lsn = max(rs.flushed_lsn, self.committed)
                 rs.send_status()
                 self._stop.wait(0.1)
                 continue
@@ -213,7 +214,7 @@ class ChangeFeed:
                 idle = not self._txns and not dec.in_transaction
                 self._cond.notify_all()
             if not idle and now >= next_log_check:
-                next_log_check = now + 1.0
+                next_log_check = now + 0.25
                 self.commit(self._spark_committed())
             with self._cond:
                 if not self._txns and not dec.in_transaction:

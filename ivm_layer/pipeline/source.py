@@ -111,11 +111,15 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_changes) if self.max_changes else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from connectors.postgres import connect, current_wal_lsn
+        """Catch up with everything committed before now: the WAL *insert* position, which is
+        past the end of every committed transaction (the write position may not be yet, with
+        ``synchronous_commit = off``)."""
+        from connectors.pgoutput import parse_lsn
+        from connectors.postgres import connect
 
         conn = connect(self.url)
         try:
-            self._until = current_wal_lsn(conn)
+            self._until = parse_lsn(conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
         finally:
             conn.close()
 
