@@ -204,8 +204,8 @@ class ChangeFeed:
             now = time.monotonic()
             with self._cond:
                 for t in done:
-                    if t.end_lsn <= self.committed:
-                        continue  # confirmed before a reconnect: already applied
+                    if t.end_lsn <= self.committed or (self._txns and t.end_lsn <= self._txns[-1].end_lsn):
+                        continue  # sent again after a reconnect: already applied or staged
                     self._txns.append(t)
                     self._staged += t.n_changes + len(t.truncated)
                     self.position = max(self.position, t.end_lsn)
