@@ -165,13 +165,27 @@ def write_atomic(path: str, data: bytes) -> None:
         os.close(dfd)
 
 
+def check_private(path: str) -> None:
+    """The state files are pickles, which run code when loaded: refuse a directory (or files
+    in it) that another user owns or that others may write."""
+    import stat
+
+    for p in [path] + [os.path.join(path, n) for n in os.listdir(path)]:
+        st = os.lstat(p)
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or stat.S_ISLNK(st.st_mode):
+            raise StateError(f"refusing to load the engine state from {p}: it is owned by another user "
+                             f"or writable by others (run: chmod -R go-w {path}, and check who "
+                             "changed it)")
+
+
 class CheckpointStore:
     """Snapshot + per-batch delta log of an :class:`EngineState` in a directory."""
 
     def __init__(self, directory: str, defs: list[ViewDef]):
         self.dir = directory
         self.log_dir = os.path.join(directory, "log")
-        os.makedirs(self.log_dir, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
         fp = views_fingerprint(defs)
         meta = os.path.join(directory, "views.json")
         if os.path.exists(meta):
@@ -209,6 +223,8 @@ class CheckpointStore:
     def recover(self, state: EngineState) -> int:
         """Load the latest snapshot and replay the log into an empty ``state``; returns the
         last applied batch id (-1 for a fresh checkpoint)."""
+        check_private(self.dir)
+        check_private(self.log_dir)
         snaps = self._snapshots()
         last = -1
         if snaps:
