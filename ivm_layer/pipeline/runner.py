@@ -128,7 +128,8 @@ class DriverEngine:
         fields = {"batch_id": batch_id, "rows_in": len(rows), "changes_out": n_out, "lsn": lsn,
                   "lsn_text": lsn_text(lsn) if lsn is not None else None,
                   "seconds_behind": behind, "seconds": seconds,
-                  "view_rows": {name: len(v) for name, v in self.state.views.items()}}
+                  "view_rows": {name: len(v) for name, v in self.state.views.items()},
+                  "rebuilds": {n: k for n, k in self.state.rebuilds.items() if k}}
         fields["changes_per_s"] = round(len(rows) / seconds) if seconds > 0 else None
         fields["split"] = split
         log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
