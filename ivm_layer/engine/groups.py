@@ -164,6 +164,14 @@ class OrderedGroup:
         self._fen = fen
 
     # -- queries ----------------------------------------------------------------------
+    def min_tuple(self) -> tuple:
+        """A tuple with the smallest sort value (the group is not empty)."""
+        return next(iter(self.buckets[self._chunks[0][0]]))
+
+    def max_tuple(self) -> tuple:
+        """A tuple with the largest sort value (the group is not empty)."""
+        return next(iter(self.buckets[self._chunks[-1][-1]]))
+
     def _prefix(self, value, inclusive: bool) -> int:
         """Sum of the weights of sort values < value (or <= value when inclusive)."""
         maxes = self._maxes

@@ -7,6 +7,10 @@
   the parent delta is ``π(ρ_sibling ⋈ Δ)`` computed through the sibling's index — a range
   sum when the updated child is the guard (Thm. 2), a range scan otherwise; propagation
   stops as soon as a delta is empty.
+* The top join node (the root's only child) is *derived* when its non-guard edge carries at
+  most one one-sided inequality (:class:`Virtual`): instead of ρ of it, only per-key counts
+  are kept, so an update of either side costs a range sum, O(log n), where the paper's
+  Alg. 2 rewrites up to n entries (000 Thm. 2: O(M log M)).
 * Enumeration (Algorithm 1) and delta enumeration (000 §7, push mode) are nested loops over
   N, generated as Python source per plan so that the hot loop has no interpretation overhead.
   Delta enumeration reads the recorded deltas on the updated leaf's path and ``ρ`` elsewhere.
@@ -37,7 +41,8 @@ class RNode:
 
     __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
-                 "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom")
+                 "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
+                 "virtual", "v_index", "v_key", "v_bounds")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -64,6 +69,12 @@ class RNode:
         self.p_check = None  # f(delta-form tuple, parent tuple): all edge predicates (delta enumeration)
         self.enum_pos: dict[str, int] = self.pos  # layout of the tuples full enumeration yields
         self.atom: int | None = node.atom
+        # The virtual top join (see TRep): on that node, its ``Virtual``; on its children, the
+        # sibling's index they probe, their key into it and (non-guard child) its range bounds.
+        self.virtual: Virtual | None = None
+        self.v_index: Index | None = None
+        self.v_key = None
+        self.v_bounds = None
 
 
 def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
@@ -111,8 +122,11 @@ class TRep:
             r.in_n = r.id in plan.in_n
         for r in self.nodes.values():
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
+        self.virtual = self._find_virtual()
         for r in self.nodes.values():
             self._wire(r)
+        if self.virtual is not None:
+            self.virtual.finish()
         for r in self.nodes.values():
             r.appliers = [idx.apply for idx in r.indexes]
         self.out_vars = list(plan.gcq.output)
@@ -120,6 +134,38 @@ class TRep:
         self._enum_cache: dict[Any, Callable] = {}
 
     # -- construction -----------------------------------------------------------------
+    def _find_virtual(self) -> "Virtual | None":
+        """The top join node, when ρ of it can be derived on demand instead of stored.
+
+        Shape: the root ({} vars, one child p); p joins a guard g (var(p) ⊆ var(g)) and a
+        non-guard m whose edge carries at most one one-sided inequality and no other
+        predicate. Then ρ_p(t) = ρ_g(t) · Σ{ρ_m(u) : u in t's group, θ(u, t)}: an update of
+        either side changes the view's count by a range sum (O(log n)), nothing is fanned out,
+        and enumeration walks g's group inside the range that the extreme m tuple of the group
+        admits (every tuple there has a partner: constant delay)."""
+        root = self.root
+        if root.node.vars or len(root.children) != 1 or root.filter is not None:
+            return None
+        p = root.children[0]
+        if len(p.children) != 2:
+            return None
+        guards = [c for c in p.children if c.is_guard]
+        if len(guards) != 1:
+            return None
+        g = guards[0]
+        m = g.sibling
+        if g.node.preds:
+            return None
+        cross = _flip_all(_oriented_cross(m.node, p.node))  # parent_var op m_var + c
+        sort_var, on, rest = _split_on_sort_var(cross)
+        if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
+            return None
+        if p.in_n and not (g.in_n and m.in_n):
+            return None
+        v = Virtual(self, p, g, m, on[0] if on else None)
+        p.virtual = v
+        return v
+
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
         fused = len(kids) == 1 and node.children[0].vars > node.vars and not is_root
@@ -177,6 +223,7 @@ class TRep:
             cross = _oriented_cross(s.node, p.node) if not s.is_guard else []
             sort_var, on, rest = _split_on_sort_var(cross)
             idx = self._index(s, key_vars, None, None, sort_var)
+            n.v_index, n.v_key = idx, key_fn(key_vars, p.pos)
             n.up = _make_guard_up(
                 idx, key_fn(key_vars, n.pos), projector(p.form, n.pos), p.filter,
                 compile_bounds(on, n.pos) if on else None,
@@ -188,6 +235,8 @@ class TRep:
             cross = _flip_all(_oriented_cross(n.node, p.node))  # parent_var op n_var + c
             sort_var, on, rest = _split_on_sort_var(cross)
             idx = self._index(s, key_vars, p.form, p.filter, sort_var)
+            n.v_index, n.v_key = idx, key_fn(key_vars, n.pos)
+            n.v_bounds = compile_bounds(on, n.pos) if on else None
             n.up = _make_nonguard_up(
                 idx, key_fn(key_vars, n.pos),
                 compile_bounds(on, n.pos) if on else None,
@@ -200,7 +249,9 @@ class TRep:
             end = n  # the lowest node of n's chain of fused nodes inside N
             while end.fused and end.children[0].in_n:
                 end = end.children[0]
-            if end.fused:
+            if n.virtual is not None:
+                pass  # derived on demand: no P_n
+            elif end.fused:
                 # The chain ends at a fused frontier node: distinct output rows need its tuples
                 # aggregated onto var(end), so the index projects (and the chain aliases read that).
                 n.enum_pos = end.own_pos
@@ -225,6 +276,8 @@ class TRep:
                 apply(delta)
             if record is not None and n.in_n:
                 record[n.id] = delta
+            if n.parent is not None and n.parent.virtual is not None:
+                return n.parent.virtual.update(n, delta, record)
             up = n.up
             if up is None:  # the root
                 self.count += delta.get((), 0)
@@ -305,7 +358,7 @@ class TRep:
             if r.fused:
                 return ind
             for c in n_children(r):
-                if c.id in path:
+                if c.id in path or c.virtual is not None:
                     continue
                 key = key_expr(c.p_key_vars, layout[r.id], f"t{r.id}")
                 ns[f"P{c.id}"] = c.p_index.groups
@@ -339,6 +392,22 @@ class TRep:
                 emit_level(n_children(r) + rest, lookups(r, ind))
                 return
             layout[r.id] = r.enum_pos
+            if r.virtual is not None:
+                v = r.virtual
+                ns[f"VC{r.id}"], ns[f"SG{r.id}"], ns[f"SM{r.id}"] = v.counts, v.g_groups, v.m_groups
+                lines.append(f"{ind}for k{r.id} in VC{r.id}:")
+                ind += "    "
+                if v.extreme is None:
+                    lines.append(f"{ind}for {tr}, m{r.id} in SG{r.id}[k{r.id}].items.items():")
+                else:
+                    ns[f"NB{r.id}"] = v.m.v_bounds
+                    lines.append(f"{ind}for b{r.id} in SG{r.id}[k{r.id}].buckets_in("
+                                 f"*NB{r.id}(SM{r.id}[k{r.id}].{v.extreme}())):")
+                    ind += "    "
+                    lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")
+                ind += "    "
+                emit_level(n_children(r) + rest, lookups(r, ind))
+                return
             if r.p_bounds is not None:
                 ns[f"B{r.id}"] = r.p_bounds
                 lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
@@ -556,3 +625,77 @@ def _sweep(g, entries, out: dict) -> None:
         if cnt:
             for u, m in b.items():
                 out[u] = get(u, 0) + w * m
+
+
+class Virtual:
+    """ρ of the top join node p, derived on demand (see :meth:`TRep._find_virtual`).
+
+    Kept: ``counts`` — per group key k (the variables g and m share), Σ_t ρ_p(t) over k's
+    tuples, nonzero entries only; their sum is the view's count. Read: g's index ordered on
+    p's side of the inequality (the one m's updates probe) and m's index ordered on m's side
+    (the one g's updates probe). Deltas of p are built only for delta enumeration, whose
+    output they are proportional to."""
+
+    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key")
+
+    def __init__(self, trep: TRep, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
+        self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
+        self.counts: dict = {}
+        # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
+        # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
+        self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")
+
+    def finish(self) -> None:
+        self.g_groups = self.m.v_index.groups  # π_var(p) ρ_g, grouped by k, ordered on p's variable
+        self.m_groups = self.g.v_index.groups  # ρ_m, grouped by k, ordered on m's variable
+        self.p_key = self.g.v_key
+
+    def update(self, n: RNode, delta: dict, record: dict | None) -> bool:
+        """Apply child n's delta to the counts (and the root count). Returns True if the view
+        may have changed."""
+        counts = self.counts
+        dc = 0
+        pd = None
+        if n is self.g:
+            pd = n.up(delta)  # one p tuple per delta tuple, weighted by its range sum
+            key = self.p_key
+            for t, v in pd.items():
+                if not v:
+                    continue
+                k = key(t)
+                c = counts.get(k, 0) + v
+                if c:
+                    counts[k] = c
+                else:
+                    del counts[k]
+                dc += v
+        else:
+            groups = self.g_groups
+            key = n.v_key
+            bounds = n.v_bounds
+            for u, d in delta.items():
+                k = key(u)
+                grp = groups.get(k)
+                if grp is None:
+                    continue
+                w = grp.range_sum(*bounds(u)) if bounds is not None else grp.total
+                if not w:
+                    continue
+                w = d * w
+                c = counts.get(k, 0) + w
+                if c:
+                    counts[k] = c
+                else:
+                    del counts[k]
+                dc += w
+            if record is not None and self.p.in_n:
+                pd = n.up(delta)  # the fan-out, only to enumerate the change
+        trep = self.trep
+        if record is not None:
+            if self.p.in_n and pd is not None:
+                record[self.p.id] = pd
+            if dc or pd:
+                record[trep.root.id] = {(): dc} if dc else {}
+        if dc:
+            trep.count += dc
+        return bool(dc) or bool(pd)
