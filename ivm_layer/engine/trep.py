@@ -18,6 +18,7 @@
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter
 from typing import Any, Callable, Iterator
 
@@ -42,7 +43,7 @@ class RNode:
     __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
-                 "virtual", "v_index", "v_key", "v_bounds")
+                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -75,6 +76,7 @@ class RNode:
         self.v_index: Index | None = None
         self.v_key = None
         self.v_bounds = None
+        self.p_sort_pos: int | None = None  # position (in ``pos``) of the variable P_n is ordered on
 
 
 def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
@@ -260,6 +262,7 @@ class TRep:
                 n.p_index = self._index(n, key_vars, None, None, sort_var)
             n.p_key_vars = key_vars
             n.p_bounds = compile_bounds(on, p.pos) if on else None
+            n.p_sort_pos = n.pos[sort_var] if on else None
             n.p_resid = compile_cross_check(rest, n.enum_pos, p.pos)
             n.p_check = compile_cross_check(cross, n.pos, p.pos)
 
@@ -314,6 +317,13 @@ class TRep:
                     groups[k] = [(t, d)]
                 else:
                     lst.append((t, d))
+            if r.p_bounds is not None:
+                # Ordered like P_n, so each parent tuple reads its range by bisection (a batch
+                # delta is not scanned once per parent tuple: no quadratic batches).
+                sp = r.p_sort_pos
+                for k, lst in groups.items():
+                    lst.sort(key=lambda e: e[0][sp])
+                    groups[k] = ([e[0][sp] for e in lst], lst)
             dgroups[nid] = groups
         fn = self._enum_fn(atom)
         return fn(self, dgroups)
@@ -384,7 +394,12 @@ class TRep:
             key = key_expr(r.p_key_vars, layout[p.id], tp)
             if r.id in path:
                 layout[r.id] = r.pos
-                lines.append(f"{ind}for {tr}, m{r.id} in dg[{r.id}].get({key}, ()):")
+                if r.p_bounds is not None:
+                    ns[f"B{r.id}"] = r.p_bounds
+                    ns["_delta_range"] = _delta_range
+                    lines.append(f"{ind}for {tr}, m{r.id} in _delta_range(dg[{r.id}].get({key}), *B{r.id}({tp})):")
+                else:
+                    lines.append(f"{ind}for {tr}, m{r.id} in dg[{r.id}].get({key}, ()):")
                 ind += "    "
                 if r.p_check is not None:
                     ns[f"C{r.id}"] = r.p_check
@@ -466,6 +481,16 @@ class TRep:
     def size(self) -> int:
         """Number of index entries (tuples) held: the representation's size, linear in the input."""
         return sum(idx.size() for idx in self._index_by_spec.values())
+
+
+def _delta_range(group, lo, lo_incl, hi, hi_incl) -> list:
+    """The entries of a sorted delta group ``(values, entries)`` whose value lies in the range."""
+    if group is None:
+        return []
+    vals, entries = group
+    i = 0 if lo is None else (bisect_left(vals, lo) if lo_incl else bisect_right(vals, lo))
+    j = len(vals) if hi is None else (bisect_right(vals, hi) if hi_incl else bisect_left(vals, hi))
+    return entries[i:j] if i < j else []
 
 
 def _make_filter(pfilter):
