@@ -172,3 +172,25 @@ def test_two_phase_update_is_all_or_nothing_across_views():
     with pytest.raises(UpdateError, match="stale"):
         v1.commit(stale)
     assert len(v1) == 2
+
+
+def test_rows_batches_match_rows_and_guard_updates():
+    import gc
+
+    from ivm_layer.errors import ConcurrentModificationError
+
+    v = ivm_layer.compile_view("SELECT * FROM r, s WHERE r.a < s.d", {"r": ["a", "b"], "s": ["c", "d"]})
+    v.apply({"r": [((i, i % 3), 1 + i % 2) for i in range(60)], "s": [((i, i), 1) for i in range(0, 80, 3)]})
+    batches = list(v.rows_batches(17))
+    assert all(isinstance(b, list) and 0 < len(b) <= 17 for b in batches)
+    assert sorted(x for b in batches for x in b) == sorted(v.rows())
+    assert gc.isenabled()
+    it = v.rows_batches(5)
+    next(it)
+    assert gc.isenabled()  # the collector is paused only while a batch is built
+    v.insert("r", (-5, 0))
+    with pytest.raises(ConcurrentModificationError):
+        next(it)
+    agg = ivm_layer.compile_view("SELECT r.b, count(*) FROM r GROUP BY r.b", {"r": ["a", "b"]})
+    agg.apply({"r": [((i, i % 4), 1) for i in range(10)]})
+    assert sorted(x for b in agg.rows_batches(3) for x in b) == sorted(agg.rows())

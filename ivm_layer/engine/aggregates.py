@@ -34,7 +34,7 @@ from ..planner import plan as make_plan
 from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
 from .leaves import value_kind
 from .values import canonical
-from .view import Prepared, View
+from .view import Prepared, View, chunked_rows as _chunks
 
 Change = list[tuple[tuple, int]]
 
@@ -525,6 +525,15 @@ class AggregateView:
             if self._version != v0:
                 raise ConcurrentModificationError(
                     "the view was updated while this enumeration was open; take list(view.rows()) first")
+
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        """:meth:`rows` as lists of about ``size`` ready ``(row, multiplicity)`` pairs."""
+        items = ((row, 1) for row in self._rows) if self._distinct else self._rows.items()
+        return _chunks(items, size, self)
+
+    @property
+    def version(self) -> int:
+        return self._version
 
     def __iter__(self) -> Iterator[tuple]:
         for row, k in self.rows():

@@ -113,6 +113,15 @@ class View:
             return self._iter_materialized()
         return self._trep.enumerate()
 
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        """The rows of :meth:`rows` as lists of about ``size`` ready ``(row, multiplicity)``
+        pairs (the innermost loop of the enumeration runs at C speed). Updating the view while
+        this iterator is open makes its next step raise :class:`ConcurrentModificationError`."""
+        if self._materialized is not None:
+            items = ((row, 1) for row in self._materialized) if self._distinct else self._materialized.items()
+            return chunked_rows(items, size, self._trep)
+        return self._trep.enumerate_batches(size)
+
     def _iter_materialized(self) -> Iterator[tuple[tuple, int]]:
         from ..errors import ConcurrentModificationError
 
@@ -393,6 +402,26 @@ class Prepared:
         self.view = view
         self.version = version
         self.steps = steps
+
+
+def chunked_rows(items: Iterable, size: int, trep: Any) -> Iterator[list]:
+    """``items`` in lists of ``size``; raises if the view changes while the iterator is open
+    (``trep``: anything with a ``version`` that every update bumps)."""
+    from itertools import islice
+
+    from ..errors import ConcurrentModificationError
+
+    size = max(1, int(size))
+    it = iter(items)
+    v0 = trep.version
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
+        if trep.version != v0:
+            raise ConcurrentModificationError(
+                "the view was updated while this enumeration was open; take list(view.rows()) first")
 
 
 def _merge(gmr: dict[tuple, int], changes: Iterable[tuple[tuple, int]]) -> None:
