@@ -173,6 +173,15 @@ def check_view(view, oracle: DuckDBOracle, q: Query, full_iter: bool):
                 batched[row] = k
         if batched != exp:
             raise Mismatch(f"rows_batches() mismatch\n    expected {_fmt_bag(exp)}\n    got      {_fmt_bag(batched)}")
+    if full_iter and hasattr(view, "contains"):
+        for row, k in exp.items():
+            if view.contains(row) != k:
+                raise Mismatch(f"contains({row!r}) = {view.contains(row)!r}, expected {k}")
+        for row in list(exp)[:5]:  # near misses: one value changed
+            for i in range(len(row)):
+                other = row[:i] + ((row[i] or 0) + 17,) + row[i + 1:]
+                if other not in exp and view.contains(other) != 0:
+                    raise Mismatch(f"contains({other!r}) = {view.contains(other)!r}, expected 0")
     if full_iter:
         lst = list(view)
         c = Counter(lst)

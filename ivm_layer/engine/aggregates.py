@@ -531,6 +531,23 @@ class AggregateView:
         items = ((row, 1) for row in self._rows) if self._distinct else self._rows.items()
         return _chunks(items, size, self)
 
+    def contains(self, row: Iterable[Any]) -> int:
+        """The multiplicity of ``row`` in the result (0 if absent), a dict lookup."""
+        from ..errors import IVMError
+        from .values import canonical_row
+
+        if not isinstance(row, tuple):
+            if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+                raise IVMError(f"contains() takes a row tuple of {len(self.columns)} values, got {row!r}")
+            row = tuple(row)
+        if len(row) != len(self.columns):
+            raise IVMError(f"contains() takes a row of {len(self.columns)} values, got {len(row)}")
+        try:
+            k = self._rows.get(canonical_row(row), 0)
+        except TypeError:
+            raise IVMError(f"row {row!r} has an unhashable value") from None
+        return (1 if k else 0) if self._distinct else k
+
     @property
     def version(self) -> int:
         return self._version

@@ -66,6 +66,7 @@ class View:
         self._distinct = gcq.distinct
         self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
+        self._membership = None  # built by the first contains()
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -121,6 +122,33 @@ class View:
             items = ((row, 1) for row in self._materialized) if self._distinct else self._materialized.items()
             return chunked_rows(items, size, self._trep)
         return self._trep.enumerate_batches(size)
+
+    def contains(self, row: Iterable[Any]) -> int:
+        """The multiplicity of ``row`` in the view (0 if absent; 1 for a DISTINCT view's row).
+        O(1) for a free-connex view (one probe per node of N, 002 §3), a dict lookup for a
+        materialized result."""
+        if not isinstance(row, tuple):
+            if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+                raise IVMError(f"contains() takes a row tuple of {len(self.columns)} values, got {row!r}")
+            row = tuple(row)
+        if len(row) != len(self.columns):
+            raise IVMError(f"contains() takes a row of {len(self.columns)} values "
+                           f"({', '.join(self.columns)}), got {len(row)}")
+        row = canonical_row(row)
+        try:
+            hash(row)
+        except TypeError:
+            raise IVMError(f"row {row!r} has an unhashable value") from None
+        if self._materialized is not None:
+            k = self._materialized.get(row, 0)
+            return (1 if k else 0) if self._distinct else k
+        if not self._trep.out_vars:
+            return self._trep.count
+        if self._membership is None:
+            from .membership import Membership
+
+            self._membership = Membership(self._trep)
+        return self._membership.multiplicity(row)
 
     def _iter_materialized(self) -> Iterator[tuple[tuple, int]]:
         from ..errors import ConcurrentModificationError
