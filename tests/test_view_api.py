@@ -218,3 +218,14 @@ def test_contains_gives_the_multiplicity():
     agg = ivm_layer.compile_view("SELECT r.a, count(*) FROM r GROUP BY r.a", schema)
     agg.apply({"r": [((1, 2), 3)]})
     assert agg.contains((1, 3)) == 1 and agg.contains((1, 2)) == 0
+
+
+def test_explain_says_what_the_engine_does_per_edge():
+    schema = {"r": ["a", "b"], "s": ["c", "d"]}
+    q1 = ivm_layer.compile_view("SELECT * FROM r, s WHERE r.a < s.c", schema).explain()
+    assert "derived join" in q1 and "O(log n)" in q1
+    two = ivm_layer.compile_view("SELECT * FROM r, s WHERE r.a < s.c AND r.b < s.d", schema).explain()
+    assert "checked tuple by tuple: O(n) enumeration delay" in two
+    band = ivm_layer.compile_view("SELECT * FROM r, s WHERE r.b = s.d AND r.a < s.c AND s.c < r.a + 5",
+                                  schema).explain()
+    assert "tuple by tuple" not in band  # both bounds are on one order

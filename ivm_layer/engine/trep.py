@@ -575,6 +575,32 @@ class TRep:
         return "\n".join(lines) + "\n", ns
 
     # -- introspection ------------------------------------------------------------------
+    def cost_notes(self) -> list[str]:
+        """What this representation does per edge, read from the wired nodes (EXPLAIN):
+        the derived top join, and edges whose inequalities one order cannot cover (their other
+        inequalities are checked tuple by tuple: linear delay / update cost, not O(1)/O(log n))."""
+        def label(n: RNode) -> str:
+            return "{" + ", ".join(sorted(n.node.vars)) + "}" if n.atom is None else self.plan.atom_label(n.atom)
+
+        out = []
+        v = self.virtual
+        if v is not None:
+            how = f"one inequality ({v.pred})" if v.pred is not None else "equalities only"
+            out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
+                       f"changes per-key counts by one range sum, O(log n) ({how}); enumeration walks "
+                       f"{label(v.g)}'s group inside the range its extreme partner admits: O(1) delay")
+        for n in self.nodes.values():
+            p = n.parent
+            if p is None or p.fused or not n.node.preds:
+                continue
+            _, on, rest = _split_on_sort_var(_oriented_cross(n.node, p.node))
+            if rest:
+                preds = " ∧ ".join(map(str, on + rest))
+                out.append(f"edge {label(p)} -> {label(n)} ({preds}): one order covers {len(on)} of "
+                           f"{len(on) + len(rest)} predicates, the others are checked tuple by tuple: "
+                           "O(n) enumeration delay and O(n) per update in the worst case (not O(1) / O(log n))")
+        return out
+
     def rho(self, node_id: int) -> dict[tuple, int] | None:
         """``ρ_n`` as a dict over the node's own variables (sorted order for interior nodes),
         read back from one of its indexes; None when the node keeps no index."""

@@ -88,7 +88,9 @@ class View:
         stats = (f"state: {st['base_rows']} base rows, {st['index_entries']} index entries"
                  + (f", core: {st['core_entries']} index entries" if self._core is not None else "")
                  + (f", {st['materialized_rows']} materialized rows" if self._materialized is not None else ""))
-        return "\n".join(head + [self.plan.explain(), stats])
+        notes = self._trep.cost_notes()
+        engine = ["engine:"] + [f"  {line}" for line in notes] if notes else []
+        return "\n".join(head + [self.plan.explain()] + engine + [stats])
 
     def stats(self) -> dict[str, int]:
         """What the view stores, in tuples (the memory accounting behind ``explain()``):
