@@ -100,3 +100,17 @@ def test_band_join_batch_diff_equals_row_by_row():
     assert dict(a.rows()) == dict(b.rows())
     deleted = dict(a.diff({"r": [(row, -1) for row in r_rows[:150]]}))
     assert all(k < 0 for k in deleted.values()) and len(a) == len(b) + sum(deleted.values())
+
+
+def test_derived_join_inside_a_cyclic_core_matches_duckdb():
+    atoms = [("x0", "r"), ("x1", "s"), ("x2", "t")]
+    preds = [Pred(("x0", "r_a"), "<", ("x1", "s_a")), Pred(("x1", "s_b"), "<", ("x2", "t_a"), 1),
+             Pred(("x2", "t_b"), "<=", ("x0", "r_b"))]
+    for seed in range(3):
+        rng = random.Random(77 + seed)
+        q = Query(dict(SCHEMA), atoms, preds, None)
+        q.sql = render_sql(q, rng)
+        view = ivm_layer.compile_view(q.sql, q.schema, dialect="duckdb")
+        assert view._core is not None and (view._trep.virtual is not None or view._core._trep.virtual is not None)
+        stream = gen_stream(rng, q.schema, q.used_tables(), n_steps=120, max_rows=9)
+        run_stream(view, q, stream, seed=seed, iter_every=7)
