@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Iterable
 
 from .engine.aggregates import AggregateView
+from .engine.project import ProjectView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
@@ -12,7 +13,7 @@ from .sql import translate_select
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View | AggregateView:
+                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView:
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
@@ -25,6 +26,8 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     if tuple(params):
         raise IVMError("parameterized views are not supported yet: pass params=()")
     gcq = translate_select(sql, schema, dialect=dialect)
+    if gcq.projection is not None:  # computed columns / residual filters on top of the join
+        return ProjectView(View(plan(gcq), sql), gcq.projection, sql)
     if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
         return AggregateView(gcq, sql)
     return View(plan(gcq), sql)

@@ -19,7 +19,22 @@ FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
 ORDER_OPS = frozenset({"<", "<=", ">", ">=", "="})
 #: Filters of one column against constants (``offset`` holds the constant(s) or pattern).
 UNARY_OPS = frozenset({"in", "not in", "like", "not like", "ilike", "not ilike", "is null",
-                       "is not null", "never"})
+                       "is not null", "never", "expr"})
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A condition of any shape over one atom's variables (``Predicate.op == "expr"``): an
+    expression tree (:mod:`ivm_layer.engine.scalar`) that must be TRUE; NULL inputs do not
+    make a row inert (``coalesce(x, 0) > 1`` holds for a NULL ``x``)."""
+
+    expr: tuple
+    reads: frozenset
+    text: str
+    dialect: str = "duckdb"
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -44,9 +59,19 @@ class Predicate:
     right: str | None
     offset: Any = 0
 
+    def __post_init__(self) -> None:
+        # computed once: the planner asks for it in its inner loops (not a field: eq/hash unchanged)
+        if self.right is not None:
+            vs = frozenset((self.left, self.right))
+        elif self.op == "expr":
+            vs = self.offset.reads
+        else:
+            vs = frozenset((self.left,))
+        object.__setattr__(self, "_vars", vs)
+
     @property
     def vars(self) -> frozenset[str]:
-        return frozenset((self.left,) if self.right is None else (self.left, self.right))
+        return self._vars
 
     def flipped(self) -> "Predicate":
         """The same predicate written with the sides swapped: ``right op' left - offset``."""
@@ -64,6 +89,8 @@ class Predicate:
             return f"{self.left} {self.op.upper()}"
         if self.op == "never":
             return f"{self.left} compared with NULL (never true)"
+        if self.op == "expr":
+            return self.offset.text
         if self.op in UNARY_OPS:
             return f"{self.left} {self.op.upper()} {self.offset!r}"
         if self.right is None:
@@ -101,6 +128,9 @@ class GCQ:
     distinct: bool = False  # SELECT DISTINCT: set semantics on top of the bag
     #: GROUP BY / aggregates on top of the join (then ``output`` are the group-by variables)
     aggregate: "AggregateSpec | None" = None
+    #: computed columns / residual filters on top of the join (then ``output`` are the variables
+    #: they read, and ``distinct`` applies to the projected rows)
+    projection: "ProjectionSpec | None" = None
 
     @property
     def out(self) -> frozenset[str]:
@@ -235,3 +265,42 @@ class AggregateSpec:
     columns: list[str]
     having: Expr | None = None
     grouped: bool = True
+
+
+# -- computed columns ---------------------------------------------------------------------
+@dataclass
+class ProjectionSpec:
+    """Output rows computed from the join's output variables: ``exprs[i]`` gives column
+    ``columns[i]``; only rows where every ``residual`` condition is TRUE are kept (conditions
+    between tables that are not ``column ± constant``). Expression trees use the tags of
+    :mod:`ivm_layer.engine.scalar`; ``texts`` are the user's SQL of the residual conditions."""
+
+    exprs: list[tuple]
+    columns: list[str]
+    residual: list[tuple] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    distinct: bool = False
+    dialect: str = "duckdb"
+
+
+def tree_vars(e: Any) -> frozenset[str]:
+    """Variables an expression tree of :mod:`ivm_layer.engine.scalar` reads."""
+    if isinstance(e, tuple):
+        if len(e) == 2 and e[0] == "var" and isinstance(e[1], str):
+            return frozenset((e[1],))
+        out: frozenset[str] = frozenset()
+        for x in e:
+            out |= tree_vars(x)
+        return out
+    return frozenset()
+
+
+def tree_rename(e: Any, f) -> Any:
+    """The expression tree with every variable ``v`` replaced by ``f(v)``."""
+    if isinstance(e, tuple):
+        if len(e) == 2 and e[0] == "var" and isinstance(e[1], str):
+            return ("var", f(e[1]))
+        if len(e) == 2 and e[0] == "const":
+            return e
+        return tuple(tree_rename(x, f) for x in e)
+    return e

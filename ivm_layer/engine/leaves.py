@@ -120,7 +120,7 @@ def ordered_variable_kinds(gcq: GCQ) -> tuple[dict[str, str | None], set[str], s
     temporal: set[str] = set()
     strict: set[str] = set()
     for p in gcq.predicates:
-        if p.op in ("is null", "is not null", "never"):
+        if p.op in ("is null", "is not null", "never", "expr"):
             continue
         strict |= p.vars
         if p.op in ("like", "not like", "ilike", "not ilike"):

@@ -1,0 +1,130 @@
+"""Seeded random view definitions using the constructs of issue 15 (computed columns,
+expression filters, OR/NOT, residual cross-table conditions, DISTINCT, WITH and FROM
+subqueries, NATURAL JOIN / USING, self-joins and inequality joins), with update streams.
+
+The oracle is DuckDB running the very same SELECT text (``gen_view(seed)`` returns SQL
+DuckDB and the engine both read); everything is deterministic given the seed.
+"""
+
+from __future__ import annotations
+
+import decimal
+import random
+
+SCHEMA = {"r": {"a": "INTEGER", "b": "INTEGER", "c": "VARCHAR"},
+          "s": {"a": "INTEGER", "d": "INTEGER", "e": "DECIMAL(6,2)"},
+          "t": {"d": "INTEGER", "f": "VARCHAR"}}
+STRINGS = ["ab", "Abc", "", "b_", "xy", "a%"]
+
+# FROM shapes: (sql, {alias: table})
+FROMS = [
+    ("r", {"r": "r"}),
+    ("r JOIN s ON r.a = s.a", {"r": "r", "s": "s"}),
+    ("r JOIN s USING (a)", {"r": "r", "s": "s"}),
+    ("r NATURAL JOIN s", {"r": "r", "s": "s"}),
+    ("r, s WHERE_JOIN r.b < s.d + 1", {"r": "r", "s": "s"}),
+    ("r JOIN s ON r.a = s.a JOIN t ON s.d = t.d", {"r": "r", "s": "s", "t": "t"}),
+    ("r x JOIN r y ON x.a = y.b", {"x": "r", "y": "r"}),
+    ("s JOIN t USING (d)", {"s": "s", "t": "t"}),
+]
+
+
+def _cols(aliases, kind):
+    out = []
+    for al, tb in aliases.items():
+        for c, ty in SCHEMA[tb].items():
+            if kind == "num" and ty != "VARCHAR" or kind == "text" and ty == "VARCHAR" or kind == "any":
+                out.append(f"{al}.{c}")
+    return out
+
+
+def _num(rng, aliases, depth=0):
+    cols = _cols(aliases, "num")
+    r = rng.random()
+    if depth > 1 or r < 0.35:
+        return rng.choice(cols)
+    if r < 0.45:
+        return str(rng.randint(-2, 3))
+    a, b = _num(rng, aliases, depth + 1), _num(rng, aliases, depth + 1)
+    return rng.choice([f"({a} + {b})", f"({a} - {b})", f"({a} * {b})", f"coalesce({a}, {b})",
+                       f"nullif({a}, {b})", f"abs({a})", f"CASE WHEN {a} > {b} THEN {a} ELSE {b} END",
+                       f"({a} % 3)", f"round({a} * 1.5, 1)", f"floor({a} / 2)", f"ceil({a} * 0.5)",
+                       f"CAST({a} AS INTEGER)", f"CAST({a} AS DECIMAL(8,1))"])
+
+
+def _text(rng, aliases):
+    cols = _cols(aliases, "text")
+    if not cols:
+        return "'k'"
+    c = rng.choice(cols)
+    return rng.choice([c, f"upper({c})", f"lower({c})", f"{c} || 'z'", f"substr({c}, 2, 2)", f"trim({c})",
+                       f"coalesce({c}, '?')", f"CAST(length({c}) AS VARCHAR)",
+                       f"CASE WHEN {c} LIKE 'a%' THEN 'A' WHEN {c} IS NULL THEN 'N' ELSE 'O' END"])
+
+
+def _cond(rng, aliases, one_table: str | None = None):
+    al = {one_table: aliases[one_table]} if one_table else aliases
+    r = rng.random()
+    if r < 0.3:
+        return f"{_num(rng, al)} {rng.choice(['<', '<=', '=', '<>', '>'])} {_num(rng, al)}"
+    if r < 0.45:
+        return f"({_cond(rng, aliases, one_table)} OR {_cond(rng, aliases, one_table)})"
+    if r < 0.55:
+        return f"NOT ({_cond(rng, aliases, one_table)})"
+    if r < 0.65:
+        return f"{_num(rng, al)} IN (1, 2, {rng.choice(['3', 'NULL'])})"
+    if r < 0.75:
+        t = _cols(al, "text")
+        return f"{rng.choice(t)} LIKE '{rng.choice(['a%', '%b%', '_b'])}'" if t else "TRUE"
+    if r < 0.85:
+        return f"{_num(rng, al)} IS {rng.choice(['', 'NOT '])}NULL"
+    return f"({_num(rng, al)}) % 2 = {rng.randint(0, 1)}"
+
+
+def gen_view(seed: int) -> str:
+    rng = random.Random(seed)
+    frm, aliases = rng.choice(FROMS)
+    conds = []
+    if " WHERE_JOIN " in frm:
+        frm, j = frm.split(" WHERE_JOIN ")
+        conds.append(j)
+    for _ in range(rng.randint(0, 2)):
+        conds.append(_cond(rng, aliases, rng.choice([None, *aliases])))
+    items = []
+    for i in range(rng.randint(1, 3)):
+        r = rng.random()
+        if r < 0.4:
+            col = rng.choice(_cols(aliases, "any"))
+            if "NATURAL" in frm or "USING" in frm:
+                col = col if not col.endswith((".a", ".d")) else f"{col} + 0"
+            items.append(f"{col} AS c{i}")
+        elif r < 0.75:
+            items.append(f"{_num(rng, aliases)} AS c{i}")
+        else:
+            items.append(f"{_text(rng, aliases)} AS c{i}")
+    distinct = "DISTINCT " if rng.random() < 0.2 else ""
+    sql = f"SELECT {distinct}{', '.join(items)} FROM {frm}"
+    if conds:
+        sql += " WHERE " + " AND ".join(conds)
+    wrap = rng.random()
+    if wrap < 0.15 and not distinct:
+        sql = f"WITH q AS ({sql}) SELECT * FROM q"
+    elif wrap < 0.3 and not distinct:
+        sql = f"SELECT sub.c0 FROM ({sql}) sub WHERE sub.c0 IS NOT NULL"
+    elif wrap < 0.35:
+        sql = f"SELECT * FROM ({sql}) sub"
+    return sql
+
+
+def gen_row(rng, table):
+    out = []
+    for ty in SCHEMA[table].values():
+        if rng.random() < 0.12:
+            out.append(None)
+        elif ty == "INTEGER":
+            out.append(rng.randint(0, 4))
+        elif ty == "VARCHAR":
+            out.append(rng.choice(STRINGS))
+        else:
+            out.append(decimal.Decimal(rng.randint(-300, 500)) / 100)
+    return tuple(out)
