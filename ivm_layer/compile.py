@@ -6,14 +6,16 @@ from typing import Iterable
 
 from .engine.aggregates import AggregateView
 from .engine.project import ProjectView
+from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .sql import translate_select
+from .query import GCQ, SetOperation
+from .sql.setops import translate_definition
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView:
+                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView:
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
@@ -25,9 +27,14 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
         raise IVMError("static tables are not supported yet: pass static=()")
     if tuple(params):
         raise IVMError("parameterized views are not supported yet: pass params=()")
-    gcq = translate_select(sql, schema, dialect=dialect)
-    if gcq.projection is not None:  # computed columns / residual filters on top of the join
-        return ProjectView(View(plan(gcq), sql), gcq.projection, sql)
-    if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
-        return AggregateView(gcq, sql)
-    return View(plan(gcq), sql)
+    return _build(translate_definition(sql, schema, dialect=dialect), sql)
+
+
+def _build(d: GCQ | SetOperation, sql: str):
+    if isinstance(d, SetOperation):  # UNION / EXCEPT / INTERSECT [ALL] of two views
+        return SetOpView(d.kind, d.all, _build(d.branches[0], ""), _build(d.branches[1], ""), d.columns, sql)
+    if d.projection is not None:  # computed columns / residual filters on top of the join
+        return ProjectView(View(plan(d), sql), d.projection, sql)
+    if d.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
+        return AggregateView(d, sql)
+    return View(plan(d), sql)

@@ -304,3 +304,14 @@ def tree_rename(e: Any, f) -> Any:
             return e
         return tuple(tree_rename(x, f) for x in e)
     return e
+
+
+@dataclass
+class SetOperation:
+    """``left UNION|EXCEPT|INTERSECT [ALL] right``: ``branches`` are GCQs or SetOperations with
+    the same number of columns; ``columns`` are the first branch's names."""
+
+    kind: str  # "union" | "except" | "intersect"
+    all: bool
+    branches: list
+    columns: list[str]

@@ -83,6 +83,14 @@ def _cond(rng, aliases, one_table: str | None = None):
 
 def gen_view(seed: int) -> str:
     rng = random.Random(seed)
+    if rng.random() < 0.2:  # a set operation of two branches with the same number of columns
+        n = rng.randint(1, 2)
+        op = rng.choice(["UNION ALL", "UNION", "EXCEPT", "INTERSECT", "EXCEPT ALL", "INTERSECT ALL"])
+        return f"{_select(rng, n, wrap=False, numeric=True)} {op} {_select(rng, n, wrap=False, numeric=True)}"
+    return _select(rng, rng.randint(1, 3), wrap=True)
+
+
+def _select(rng, n_items: int, wrap: bool, numeric: bool = False) -> str:
     frm, aliases = rng.choice(FROMS)
     conds = []
     if " WHERE_JOIN " in frm:
@@ -91,9 +99,11 @@ def gen_view(seed: int) -> str:
     for _ in range(rng.randint(0, 2)):
         conds.append(_cond(rng, aliases, rng.choice([None, *aliases])))
     items = []
-    for i in range(rng.randint(1, 3)):
+    for i in range(n_items):
         r = rng.random()
-        if r < 0.4:
+        if numeric:
+            items.append(f"{_num(rng, aliases)} AS c{i}")
+        elif r < 0.4:
             col = rng.choice(_cols(aliases, "any"))
             if "NATURAL" in frm or "USING" in frm:
                 col = col if not col.endswith((".a", ".d")) else f"{col} + 0"
@@ -106,7 +116,7 @@ def gen_view(seed: int) -> str:
     sql = f"SELECT {distinct}{', '.join(items)} FROM {frm}"
     if conds:
         sql += " WHERE " + " AND ".join(conds)
-    wrap = rng.random()
+    wrap = rng.random() if wrap else 1.0
     if wrap < 0.15 and not distinct:
         sql = f"WITH q AS ({sql}) SELECT * FROM q"
     elif wrap < 0.3 and not distinct:

@@ -3,7 +3,7 @@
 ``parse_select`` turns every failure of the parser (tokenizer errors, deep nesting) into an
 :class:`SQLError` with the position. A ``WITH`` (non-recursive) or a subquery in ``FROM``
 that is select–project–join is merged into the outer query (sqlglot's optimizer rules
-``qualify``, ``eliminate_subqueries``, ``merge_subqueries``); what cannot be merged
+``qualify``, ``merge_subqueries``; a WITH item used twice is inlined twice); what cannot be merged
 (aggregates, DISTINCT, LIMIT inside) is refused in the user's terms.
 """
 
@@ -80,7 +80,6 @@ def has_nested_from(select: exp.Expression) -> bool:
 
 def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str) -> exp.Select:
     """Merge select–project–join WITH items and FROM subqueries into ``select``."""
-    from sqlglot.optimizer.eliminate_subqueries import eliminate_subqueries
     from sqlglot.optimizer.merge_subqueries import merge_subqueries
     from sqlglot.optimizer.qualify import qualify
 
@@ -91,10 +90,11 @@ def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str
     if with_ is not None and with_.args.get("recursive"):
         raise unsupported("WITH RECURSIVE (recursive queries are not maintained incrementally)", with_)
     names = _output_names(select)
+    select = _expand_ctes(select)
     try:
-        q = qualify(select.copy(), schema={t: {c: "UNKNOWN" for c in cols} for t, cols in schema.items()},
+        q = qualify(select, schema={t: {c: "UNKNOWN" for c in cols} for t, cols in schema.items()},
                     dialect=dialect, quote_identifiers=False, validate_qualify_columns=True)
-        q = merge_subqueries(eliminate_subqueries(q))
+        q = merge_subqueries(q)
     except SqlglotError as e:
         raise SQLError(f"cannot resolve the columns of the WITH/subquery: {_first_line(e)}") from None
     if not isinstance(q, exp.Select):
@@ -109,6 +109,31 @@ def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str
             if name is not None and isinstance(item, exp.Alias):
                 item.set("alias", exp.to_identifier(name))
     return q
+
+
+def _expand_ctes(select: exp.Select) -> exp.Select:
+    """A copy of ``select`` with every reference to a WITH item replaced by the item's query as
+    a FROM subquery (so a WITH item used twice, e.g. in a self-join, is inlined twice)."""
+    select = select.copy()
+    key = "with_" if select.args.get("with_") is not None else "with"
+    with_ = select.args.get(key)
+    if with_ is None:
+        return select
+    bodies: dict[str, exp.Expression] = {}
+    for cte in with_.expressions:
+        body = _replace_refs(cte.this.copy(), bodies)
+        bodies[cte.alias_or_name.lower()] = body
+    select.set(key, None)
+    return _replace_refs(select, bodies)
+
+
+def _replace_refs(node: exp.Expression, bodies: dict[str, exp.Expression]) -> exp.Expression:
+    for table in list(node.find_all(exp.Table)):
+        name = table.name.lower()
+        if name in bodies and not table.args.get("db") and isinstance(table.this, exp.Identifier):
+            alias = table.alias or table.name
+            table.replace(exp.Subquery(this=bodies[name].copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    return node
 
 
 def _star_over_subquery(select: exp.Select) -> exp.Select | None:
