@@ -265,6 +265,7 @@ class AggregateSpec:
     columns: list[str]
     having: Expr | None = None
     grouped: bool = True
+    dialect: str = "duckdb"  # AVG(numeric) is a float in DuckDB, a numeric in PostgreSQL
 
 
 # -- computed columns ---------------------------------------------------------------------

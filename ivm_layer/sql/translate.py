@@ -171,6 +171,7 @@ class _Translator:
             if gcq.projection is not None:
                 raise _unsupported("condition between tables that is not column ± constant, in a GROUP BY "
                                    "view", self.expr_conditions[0][1])
+            spec.dialect = self.dialect
             gcq.aggregate = spec
         else:
             gcq = self._build(self._outputs())
