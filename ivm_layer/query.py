@@ -73,14 +73,14 @@ class Predicate:
     def vars(self) -> frozenset[str]:
         return self._vars
 
-    def flipped(self) -> "Predicate":
+    def flipped(self) -> Predicate:
         """The same predicate written with the sides swapped: ``right op' left - offset``."""
         if self.right is None:
             raise ValueError("a constant filter has no right-hand variable")
         off = self.offset
         return Predicate(self.right, FLIP[self.op], self.left, (-off) if off else 0)
 
-    def oriented(self, left: str) -> "Predicate":
+    def oriented(self, left: str) -> Predicate:
         """This predicate written with ``left`` on the left-hand side."""
         return self if self.left == left else self.flipped()
 
@@ -127,10 +127,10 @@ class GCQ:
     schema: dict[str, list[str]] = field(default_factory=dict)
     distinct: bool = False  # SELECT DISTINCT: set semantics on top of the bag
     #: GROUP BY / aggregates on top of the join (then ``output`` are the group-by variables)
-    aggregate: "AggregateSpec | None" = None
+    aggregate: AggregateSpec | None = None
     #: computed columns / residual filters on top of the join (then ``output`` are the variables
     #: they read, and ``distinct`` applies to the projected rows)
-    projection: "ProjectionSpec | None" = None
+    projection: ProjectionSpec | None = None
 
     @property
     def out(self) -> frozenset[str]:
@@ -207,14 +207,7 @@ AGG_FUNCS = frozenset({"count", "sum", "avg", "min", "max"})
 
 def expr_vars(e: Expr) -> frozenset[str]:
     """Variables an expression reads."""
-    if e[0] == "var":
-        return frozenset((e[1],))
-    if e[0] in ("const", "agg", "grp"):
-        return frozenset()
-    out: frozenset[str] = frozenset()
-    for sub in e[1:]:
-        out |= expr_vars(sub)
-    return out
+    return tree_vars(e)
 
 
 def expr_str(e: Expr) -> str:
@@ -234,7 +227,15 @@ def expr_str(e: Expr) -> str:
         return f"NOT ({expr_str(e[1])})"
     if tag == "isnull":
         return f"({expr_str(e[1])}) IS NULL"
-    return f"({expr_str(e[1])} {tag.upper()} {expr_str(e[2])})"
+    if len(e) == 3 and all(isinstance(x, tuple) and x and isinstance(x[0], str) for x in e[1:]):
+        return f"({expr_str(e[1])} {tag.upper()} {expr_str(e[2])})"
+    if tag == "fn":
+        return f"{e[1]}({', '.join(expr_str(a) for a in e[2])})"
+    if tag == "case":
+        whens = " ".join(f"WHEN {expr_str(c)} THEN {expr_str(v)}" for c, v in e[1])
+        return f"CASE {whens} ELSE {expr_str(e[2])} END"
+    args = (expr_str(a) if isinstance(a, tuple) and a and isinstance(a[0], str) else repr(a) for a in e[1:])
+    return f"{tag}({', '.join(args)})"
 
 
 @dataclass(frozen=True)

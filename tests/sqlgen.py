@@ -87,6 +87,17 @@ def gen_view(seed: int) -> str:
         n = rng.randint(1, 2)
         op = rng.choice(["UNION ALL", "UNION", "EXCEPT", "INTERSECT", "EXCEPT ALL", "INTERSECT ALL"])
         return f"{_select(rng, n, wrap=False, numeric=True)} {op} {_select(rng, n, wrap=False, numeric=True)}"
+    if rng.random() < 0.15:  # GROUP BY with computed aggregate arguments
+        frm, aliases = rng.choice(FROMS[:4] + FROMS[5:])
+        frm = frm.replace(" WHERE_JOIN ", " WHERE ")
+        key = rng.choice([c for c in _cols(aliases, "any") if "NATURAL" not in frm and "USING" not in frm
+                          or not c.endswith((".a", ".d"))])
+        aggs = [f"{rng.choice(['sum', 'min', 'max', 'count'])}({_num(rng, aliases)}) AS g{i}"
+                for i in range(rng.randint(1, 2))]
+        sql = f"SELECT {key} AS k, count(*) AS n, {', '.join(aggs)} FROM {frm}"
+        if rng.random() < 0.5:
+            sql += (" AND " if " WHERE " in sql else " WHERE ") + _cond(rng, aliases, rng.choice(list(aliases)))
+        return sql + f" GROUP BY {key}"
     return _select(rng, rng.randint(1, 3), wrap=True)
 
 

@@ -3,17 +3,17 @@ step of an insert/update/delete stream, the engine's view equals DuckDB running 
 SELECT (bags compared as counters; NULLs, duplicates, self-joins, inequality joins)."""
 
 import collections
+import pathlib
 import random
 import sys
-import pathlib
 
 import duckdb
 import pytest
 
 sys.path.insert(0, str(pathlib.Path(__file__).parent))
-import sqlgen  # noqa: E402
+import sqlgen
 
-import ivm_layer  # noqa: E402
+import ivm_layer
 
 
 def run_case(seed: int, steps: int = 25) -> str:

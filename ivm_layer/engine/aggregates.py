@@ -34,6 +34,7 @@ from ..planner import plan as make_plan
 from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
 from .exact import EXACT, numeric_avg
 from .leaves import value_kind
+from .scalar import SCALAR_TAGS, compile_scalar
 from .view import Prepared, View
 
 Change = list[tuple[tuple, int]]
@@ -71,6 +72,8 @@ def compile_expr(e: Expr, pos: Mapping[str, int], aggs: Callable[[int], Any] | N
     """A closure evaluating ``e`` on a tuple (variables read at ``pos``), with SQL NULLs and
     three-valued logic. HAVING closures receive ``(group key, state)`` through ``aggs``/``groups``."""
     tag = e[0]
+    if tag in SCALAR_TAGS:  # CASE, functions, CAST, … (ivm_layer.engine.scalar)
+        return compile_scalar(e, pos)
     if tag == "var":
         i = pos[e[1]]
         return lambda t: t[i]

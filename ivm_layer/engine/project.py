@@ -13,7 +13,8 @@ after the join, so the inner view maintains join results the filter then drops.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError, UpdateError
 from ..query import ProjectionSpec

@@ -11,7 +11,8 @@ the tables that branch reads.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError, UpdateError
 from .view import Change, Prepared
@@ -57,10 +58,10 @@ class SetOpView:
 
     def explain(self) -> str:
         op = f"{self.kind.upper()}{' ALL' if self.all else ''}"
-        lines = [f"view columns: {', '.join(self.columns)}",
-                 f"{op} of two views: each update goes to the branches reading its tables; per distinct "
-                 f"row the engine keeps its count in each branch ({len(self._counts)} rows): O(1) per changed "
-                 "branch row, memory grows with the branches' outputs"]
+        how = (f"{op} of two views: each update goes to the branches reading its tables; per distinct "
+               f"row the engine keeps its count in each branch ({len(self._counts)} rows): O(1) per changed "
+               "branch row, memory grows with the branches' outputs")
+        lines = [f"view columns: {', '.join(self.columns)}", how]
         for i, b in enumerate(self.branches):
             lines.append(f"branch {i + 1}:")
             lines.extend("    " + line for line in b.explain().splitlines())

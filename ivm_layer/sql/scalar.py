@@ -10,7 +10,7 @@ function outside that set is an :class:`UnsupportedSQLError` naming it.
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from sqlglot import exp
 
@@ -57,7 +57,7 @@ class ScalarTranslator:
     def condition(self, node: exp.Expression) -> Expr:
         return self.expr(node)
 
-    def expr(self, node: exp.Expression) -> Expr:  # noqa: C901 - one dispatch over node types
+    def expr(self, node: exp.Expression) -> Expr:
         node = strip_parens(node)
         if isinstance(node, exp.Column):
             if isinstance(node.this, exp.Star):
@@ -173,7 +173,7 @@ class ScalarTranslator:
             raise unsupported(f"date part {str(text)[:20]!r}", whole)
         return part
 
-    def _function(self, node: exp.Expression) -> Expr:  # noqa: C901 - one dispatch over functions
+    def _function(self, node: exp.Expression) -> Expr:
         if isinstance(node, exp.Window) or node.find(exp.Window) is not None:
             raise unsupported("window function", node)
         if isinstance(node, exp.AggFunc):

@@ -21,11 +21,23 @@ from typing import Any
 from sqlglot import exp
 
 from ..errors import SQLError, UnsupportedSQLError
-from ..query import FLIP, GCQ, UNARY_OPS, Atom, Condition, Predicate, ProjectionSpec, normalize_schema, \
-    tree_rename, tree_vars
+from ..query import (
+    FLIP,
+    GCQ,
+    UNARY_OPS,
+    Atom,
+    Condition,
+    Predicate,
+    ProjectionSpec,
+    normalize_schema,
+    tree_rename,
+    tree_vars,
+)
 from .aggregates import AggregateTranslator, is_aggregate_query
-from .literals import NOT_CONST, constant, position as _position, strip_parens as _strip_parens, \
-    unsupported as _unsupported, user_text
+from .literals import NOT_CONST, constant, user_text
+from .literals import position as _position
+from .literals import strip_parens as _strip_parens
+from .literals import unsupported as _unsupported
 from .parse import has_nested_from, inline_nested, parse_select
 from .scalar import NONDETERMINISTIC, ScalarTranslator
 
@@ -166,7 +178,8 @@ class _Translator:
                 self._add_condition(conj)
         if aggregating:
             find = self.uf.find
-            group_vars, spec = AggregateTranslator(sel, lambda c: find(self._column(c)), _unsupported).run()
+            group_vars, spec = AggregateTranslator(sel, lambda c: find(self._column(c)), _unsupported,
+                                                   self.dialect).run()
             gcq = self._build([(v, ("var", v)) for v in group_vars])
             if gcq.projection is not None:
                 raise _unsupported("condition between tables that is not column ± constant, in a GROUP BY "
@@ -407,7 +420,7 @@ class _Translator:
             reads = tree_vars(cond)
             text = user_text(node, 120)
             if reads and any(reads <= a.varset for a in atoms):
-                preds.append(Predicate(sorted(reads)[0], "expr", None, Condition(cond, reads, text, self.dialect)))
+                preds.append(Predicate(min(reads), "expr", None, Condition(cond, reads, text, self.dialect)))
             else:
                 residual.append(cond)
                 texts.append(text)
