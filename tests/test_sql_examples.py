@@ -32,6 +32,8 @@ TPCH = {
                  "l_returnflag": "VARCHAR"},
 }
 TRANS = {"trans": {"id": "INTEGER", "acc": "INTEGER", "ts": "INTEGER", "amnt": "INTEGER"}}
+EVENTS = {"clicks": {"user_id": "INTEGER", "ts": "INTEGER", "page": "VARCHAR"},
+          "purchases": {"user_id": "INTEGER", "ts": "INTEGER", "amount": "DECIMAL(10,2)"}}
 
 FREE_CONNEX = {"q01", "q02", "q03", "q04", "q05", "q06", "q07", "q08", "q09"}
 NOT_FREE_CONNEX = {"q10", "q11", "q12"}
@@ -42,6 +44,8 @@ def schema_for(name):
         return RST
     if name.startswith("tpch"):
         return TPCH
+    if name.startswith("events"):
+        return EVENTS
     return TRANS
 
 
@@ -51,7 +55,10 @@ def value(rng, sql_type):
     if sql_type == "DATE":
         return datetime.date(2026, 1, 1) + datetime.timedelta(days=rng.randint(0, 60))
     if sql_type.startswith("DECIMAL"):
-        return None if rng.random() < 0.1 else decimal.Decimal(rng.randint(0, 10)) / 20
+        # as the database stores them: at the column's scale
+        return None if rng.random() < 0.1 else (decimal.Decimal(rng.randint(0, 10)) / 20).quantize(decimal.Decimal("0.01"))
+    if rng.random() < 0.3:
+        return rng.choice(["/product/1", "/cart", "/home", None])
     return rng.choice(["BUILDING", "EUROPE", "O", "F", "R", "1-URGENT", "2-HIGH", "x"])
 
 
