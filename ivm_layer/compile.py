@@ -6,16 +6,17 @@ from collections.abc import Iterable
 
 from .engine.aggregates import AggregateView
 from .engine.project import ProjectView
+from .engine.semijoin import SemiJoinView
 from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .query import GCQ, SetOperation
+from .query import GCQ, SemiJoin, SetOperation
 from .sql.setops import translate_definition
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView:
+                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView | SemiJoinView:
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
@@ -30,7 +31,10 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     return _build(translate_definition(sql, schema, dialect=dialect), sql)
 
 
-def _build(d: GCQ | SetOperation, sql: str):
+def _build(d: GCQ | SetOperation | SemiJoin, sql: str):
+    if isinstance(d, SemiJoin):  # [NOT] EXISTS / [NOT] IN (SELECT …): per-key counts of the subquery
+        return SemiJoinView(d.mode, _build(d.left, ""), _build(d.right, ""), d.nkeys, d.columns, d.distinct,
+                            sql, d.text)
     if isinstance(d, SetOperation):  # UNION / EXCEPT / INTERSECT [ALL] of two views
         return SetOpView(d.kind, d.all, _build(d.branches[0], ""), _build(d.branches[1], ""), d.columns, sql)
     if d.projection is not None:  # computed columns / residual filters on top of the join

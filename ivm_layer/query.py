@@ -317,3 +317,21 @@ class SetOperation:
     all: bool
     branches: list
     columns: list[str]
+
+
+@dataclass
+class SemiJoin:
+    """Rows of ``left`` kept by a subquery condition on their key (``[NOT] EXISTS``, ``[NOT] IN``).
+
+    ``left`` outputs the visible columns followed by the key columns; ``right`` outputs the
+    key columns the subquery produces. ``mode`` is ``"exists"``, ``"not exists"``, ``"in"`` or
+    ``"not in"`` (SQL's NULL rules: ``x NOT IN (…)`` is never true when the subquery yields a
+    NULL, and always true when it yields nothing)."""
+
+    mode: str
+    left: Any
+    right: Any
+    nkeys: int
+    columns: list[str]
+    distinct: bool = False
+    text: str = ""

@@ -1,6 +1,8 @@
 """Seeded random view definitions using the constructs of issue 15 (computed columns,
 expression filters, OR/NOT, residual cross-table conditions, DISTINCT, WITH and FROM
-subqueries, NATURAL JOIN / USING, self-joins and inequality joins), with update streams.
+subqueries, NATURAL JOIN / USING, set operations, GROUP BY with computed arguments,
+[NOT] EXISTS / [NOT] IN subqueries, LEFT/RIGHT/FULL outer joins, self-joins and inequality
+joins), with update streams.
 
 The oracle is DuckDB running the very same SELECT text (``gen_view(seed)`` returns SQL
 DuckDB and the engine both read); everything is deterministic given the seed.
@@ -87,7 +89,37 @@ def gen_view(seed: int) -> str:
         n = rng.randint(1, 2)
         op = rng.choice(["UNION ALL", "UNION", "EXCEPT", "INTERSECT", "EXCEPT ALL", "INTERSECT ALL"])
         return f"{_select(rng, n, wrap=False, numeric=True)} {op} {_select(rng, n, wrap=False, numeric=True)}"
-    if rng.random() < 0.15:  # GROUP BY with computed aggregate arguments
+    r = rng.random()
+    if r < 0.12:  # subquery conditions: [NOT] EXISTS, [NOT] IN (NULLs in both sides)
+        inner = rng.choice(["s", "t"])
+        col = "d" if inner == "t" else rng.choice(["a", "d"])
+        outer = rng.choice(["r.a", "r.b"])
+        cond = rng.choice([
+            f"EXISTS (SELECT 1 FROM {inner} WHERE {inner}.{col} = {outer})",
+            f"NOT EXISTS (SELECT 1 FROM {inner} x WHERE x.{col} = {outer}"
+            + (f" AND x.d > {rng.randint(0, 3)})" if inner == "s" else ")"),
+            f"{outer} IN (SELECT {inner}.{col} FROM {inner})",
+            f"{outer} NOT IN (SELECT {inner}.{col} FROM {inner}"
+            + (f" WHERE {inner}.e > {rng.randint(-1, 2)})" if inner == "s" else ")"),
+        ])
+        extra = f" AND {_cond(rng, {'r': 'r'})}" if rng.random() < 0.4 else ""
+        return f"SELECT {rng.choice(['DISTINCT ', ''])}r.a, {_text(rng, {'r': 'r'})} AS c1 FROM r WHERE {cond}{extra}"
+    if r < 0.24:  # outer joins: LEFT (preserved side may be a join), RIGHT, FULL
+        kind = rng.choice(["LEFT", "LEFT", "RIGHT", "FULL"])
+        if kind == "LEFT" and rng.random() < 0.4:
+            frm = "r JOIN s ON r.a = s.a LEFT JOIN t ON t.d = s.d" + (" AND t.f LIKE 'a%'" if rng.random() < 0.5 else "")
+            aliases = {"r": "r", "s": "s", "t": "t"}
+        else:
+            extra = {"LEFT": f" AND s.d > {rng.randint(0, 3)}", "RIGHT": f" AND r.b > {rng.randint(0, 3)}",
+                     "FULL": ""}[kind]  # a condition on the side that gets NULLs
+            frm = f"r {kind} JOIN s ON r.a = s.a" + (extra if rng.random() < 0.4 else "")
+            aliases = {"r": "r", "s": "s"}
+        items = [f"{_num(rng, aliases)} AS c0", f"{rng.choice(_cols(aliases, 'any'))} AS c1"]
+        sql = f"SELECT {rng.choice(['DISTINCT ', ''])}{', '.join(items)} FROM {frm}"
+        if rng.random() < 0.4:
+            sql += f" WHERE {_cond(rng, aliases, rng.choice(list(aliases)))}"
+        return sql
+    if r < 0.36:  # GROUP BY with computed aggregate arguments
         frm, aliases = rng.choice(FROMS[:4] + FROMS[5:])
         frm = frm.replace(" WHERE_JOIN ", " WHERE ")
         key = rng.choice([c for c in _cols(aliases, "any") if "NATURAL" not in frm and "USING" not in frm

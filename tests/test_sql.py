@@ -25,14 +25,18 @@ def test_star_and_table_star_and_aliases():
 
 
 @pytest.mark.parametrize("sql, fragment", [
-    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b", "LEFT OUTER JOIN"),
+    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b AND r.a > 1", "outer join condition"),
+    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b LEFT JOIN s s2 ON r.b = s2.b", "more than one outer join"),
+    ("SELECT r.a, count(*) FROM r LEFT JOIN s ON r.b = s.b GROUP BY r.a", "aggregates over a LEFT OUTER JOIN"),
+    ("SELECT r.a FROM r WHERE r.a IN (SELECT b FROM s WHERE s.c = r.b)", "correlated IN"),
+    ("SELECT r.a FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.c < r.b)", "inside EXISTS other than"),
+    ("SELECT r.a FROM r WHERE r.a = 1 OR EXISTS (SELECT 1 FROM s)", "subquery inside OR"),
     ("SELECT r.a FROM r WHERE r.a < now()", "non-deterministic function now()"),
     ("SELECT r.a FROM r WHERE r.a < random()", "non-deterministic function"),
-    ("SELECT r.a FROM r WHERE r.a IN (SELECT b FROM s)", "IN (subquery)"),
     ("SELECT r.a FROM r, s WHERE r.a < s.c + INTERVAL '1 month'", "interval unit 'month'"),
     ("SELECT row_number() OVER (ORDER BY r.a) FROM r", "window function"),
     ("SELECT stddev(r.a) FROM r", "aggregate function stddev"),
-    ("SELECT r.a FROM r, s WHERE r.b = s.b AND r.a > (SELECT max(c) FROM s)", "subquery in an expression"),
+    ("SELECT r.a FROM r, s WHERE r.b = s.b AND r.a > (SELECT max(c) FROM s)", "subquery inside OR/NOT/an expression"),
     ("SELECT r.a FROM r GROUP BY r.a + 1", "GROUP BY item"),
     ("SELECT DISTINCT ON (r.a) r.a FROM r", "DISTINCT ON"),
     ("SELECT r.a FROM r WHERE md5(r.a) = 'x'", "function md5()"),

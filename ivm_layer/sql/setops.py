@@ -10,21 +10,21 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..errors import SQLError
-from ..query import GCQ, SetOperation, normalize_schema
+from ..query import GCQ, SemiJoin, SetOperation, normalize_schema
 from .literals import position, unsupported
 from .parse import parse_select
-from .translate import translate_tree
+from .subqueries import definition_columns, translate_select_tree
 
 _KINDS = {exp.Union: "union", exp.Except: "except", exp.Intersect: "intersect"}
 _ALLOWED = {"this", "expression", "distinct", "with", "with_", "by_name", "side", "kind", "on"}
 
 
-def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ | SetOperation:
+def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ | SetOperation | SemiJoin:
     """A view definition: a GCQ, or a set operation over GCQs."""
     tables = normalize_schema(schema)
     tree = parse_select(sql, dialect)
     if isinstance(tree, exp.Select):
-        return translate_tree(tree, tables, dialect)
+        return translate_select_tree(tree, tables, dialect)
     return _setop(tree, tables, dialect, None)
 
 
@@ -35,7 +35,7 @@ def _setop(node: exp.Expression, tables: dict[str, list[str]], dialect: str, wit
         if with_ is not None and not (node.args.get("with") or node.args.get("with_")):
             node = node.copy()
             node.set("with_" if "with_" in node.arg_types else "with", with_.copy())
-        return translate_tree(node, tables, dialect)
+        return translate_select_tree(node, tables, dialect)
     kind = _KINDS.get(type(node))
     if kind is None:
         raise unsupported(f"{type(node).__name__.lower()} as a branch of a set operation", node)
@@ -62,14 +62,8 @@ def _setop(node: exp.Expression, tables: dict[str, list[str]], dialect: str, wit
 
 
 def _width(d) -> int:
-    return len(_columns(d))
+    return len(definition_columns(d))
 
 
 def _columns(d) -> list[str]:
-    if isinstance(d, SetOperation):
-        return list(d.columns)
-    if d.aggregate is not None:
-        return list(d.aggregate.columns)
-    if d.projection is not None:
-        return list(d.projection.columns)
-    return list(d.columns)
+    return definition_columns(d)

@@ -1,0 +1,297 @@
+"""Subquery conditions and outer joins, rewritten into views the engine maintains.
+
+- ``[NOT] EXISTS (SELECT … FROM B WHERE B.x = outer.y AND <B only>)`` and
+  ``x [NOT] IN (SELECT b FROM B …)`` as a WHERE conjunct → a :class:`SemiJoin` of the outer
+  query (its columns plus the key columns) and the subquery's keys.
+- ``A LEFT JOIN B ON A.k = B.k [AND <B only>]`` (B the last FROM item) → the inner join
+  ``UNION ALL`` the A rows with ``NOT EXISTS`` a matching B row, B's columns NULL; RIGHT and
+  FULL joins of two tables likewise (FULL: both sides padded).
+
+What is not of these shapes is refused in the user's terms.
+"""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..errors import SQLError
+from ..query import SemiJoin, SetOperation
+from .aggregates import is_aggregate_query
+from .literals import strip_parens, unsupported, user_text
+from .translate import translate_tree
+
+
+def definition_columns(d) -> list[str]:
+    """The output column names of a definition (GCQ, SetOperation or SemiJoin)."""
+    if isinstance(d, (SetOperation, SemiJoin)):
+        return list(d.columns)
+    if d.aggregate is not None:
+        return list(d.aggregate.columns)
+    if d.projection is not None:
+        return list(d.projection.columns)
+    return list(d.columns)
+
+
+def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dialect: str):
+    """A SELECT with possibly subquery conditions / one outer join → a definition."""
+    joins = select.args.get("joins") or []
+    if any(j.side for j in joins):
+        return _outer_join(select, tables, dialect)
+    where = select.args.get("where")
+    if where is not None:
+        conjs = list(_conjuncts(where.this))
+        for i, c in enumerate(conjs):
+            if _subquery_kind(c) is not None:
+                return _semijoin(select, conjs, i, tables, dialect)
+        for c in conjs:
+            sub = c.find(exp.Exists, exp.Subquery)
+            if sub is not None:
+                raise unsupported("subquery inside OR/NOT/an expression (only as a WHERE conjunct: "
+                                  "[NOT] EXISTS (…), x [NOT] IN (SELECT …))", sub)
+    return translate_tree(select, tables, dialect)
+
+
+# -- [NOT] EXISTS / [NOT] IN -----------------------------------------------------------------
+def _conjuncts(node: exp.Expression):
+    node = strip_parens(node)
+    if isinstance(node, exp.And):
+        yield from _conjuncts(node.this)
+        yield from _conjuncts(node.expression)
+    else:
+        yield node
+
+
+def _subquery_kind(node: exp.Expression) -> str | None:
+    node = strip_parens(node)
+    neg = False
+    if isinstance(node, exp.Not):
+        neg, node = True, strip_parens(node.this)
+    if isinstance(node, exp.Exists):
+        return "not exists" if neg else "exists"
+    if isinstance(node, exp.In) and node.args.get("query") is not None:
+        return "not in" if neg else "in"
+    return None
+
+
+def _aliases(select: exp.Select) -> dict[str, str]:
+    """alias -> table of the plain tables in ``select``'s FROM / JOINs."""
+    out = {}
+    from_ = select.args.get("from_") or select.args.get("from")
+    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+    for t in items:
+        if isinstance(t, exp.Table):
+            out[(t.alias or t.name).lower()] = t.name.lower()
+    return out
+
+
+def _semijoin(select: exp.Select, conjs: list, i: int, tables, dialect: str) -> SemiJoin:
+    cond = strip_parens(conjs[i])
+    mode = _subquery_kind(cond)
+    if is_aggregate_query(select):
+        raise unsupported("GROUP BY / aggregates over a subquery condition", cond)
+    inner_node = strip_parens(cond.this) if isinstance(cond, exp.Not) else cond
+    outer_aliases = _aliases(select)
+    if mode in ("exists", "not exists"):
+        sub = inner_node.this
+        if isinstance(sub, exp.Subquery):
+            sub = sub.this
+        if not isinstance(sub, exp.Select):
+            raise unsupported("EXISTS over a set operation", inner_node)
+        outer_keys, right = _correlate(sub, outer_aliases, tables, inner_node)
+    else:
+        query = inner_node.args["query"]
+        sub = query.this if isinstance(query, exp.Subquery) else query
+        if not isinstance(sub, exp.Select):
+            raise unsupported("IN over a set operation", inner_node)
+        if len(sub.expressions) != 1:
+            raise SQLError(f"the IN subquery must select one column, it selects {len(sub.expressions)}")
+        if _outer_refs(sub, outer_aliases, tables):
+            raise unsupported("correlated IN (SELECT …) (use EXISTS with equalities)", inner_node)
+        outer_keys, right = [inner_node.this], sub.copy()
+    left = select.copy()
+    rest = [c.copy() for j, c in enumerate(conjs) if j != i]
+    left.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    distinct = left.args.get("distinct") is not None
+    left.set("distinct", None)
+    for k, key in enumerate(outer_keys):
+        left.append("expressions", exp.alias_(key.copy(), f"__key{k}"))
+    left_def = translate_select_tree(left, tables, dialect)
+    right_def = translate_select_tree(right, tables, dialect)
+    columns = definition_columns(left_def)[:-len(outer_keys) or None]
+    return SemiJoin(mode, left_def, right_def, len(outer_keys), columns, distinct, user_text(cond, 120))
+
+
+def _outer_refs(sub: exp.Select, outer_aliases: dict[str, str], tables) -> list[exp.Column]:
+    inner = _aliases(sub)
+    inner_cols = {c for t in inner.values() for c in tables.get(t, [])}
+    out = []
+    for col in sub.find_all(exp.Column):
+        q = col.table.lower() if col.table else None
+        if q is not None and q not in inner and q in outer_aliases:
+            out.append(col)
+        elif q is None and col.name.lower() not in inner_cols and any(
+                col.name.lower() in tables.get(t, []) for t in outer_aliases.values()):
+            out.append(col)
+    return out
+
+
+def _correlate(sub: exp.Select, outer_aliases, tables, node) -> tuple[list[exp.Expression], exp.Select]:
+    """Split an EXISTS subquery's WHERE into ``inner = outer`` key pairs and inner conditions."""
+    for key in ("group", "having", "limit", "order", "distinct"):
+        if sub.args.get(key):
+            raise unsupported(f"EXISTS subquery with {key.upper()}", node)
+    outer_refs = {id(c) for c in _outer_refs(sub, outer_aliases, tables)}
+    where = sub.args.get("where")
+    outer_keys, inner_keys, rest = [], [], []
+    for c in (_conjuncts(where.this) if where is not None else []):
+        refs = [x for x in c.find_all(exp.Column) if id(x) in outer_refs]
+        if not refs:
+            rest.append(c.copy())
+            continue
+        c = strip_parens(c)
+        if isinstance(c, exp.EQ):
+            a, b = strip_parens(c.this), strip_parens(c.expression)
+            if isinstance(a, exp.Column) and isinstance(b, exp.Column):
+                if id(b) in outer_refs and id(a) not in outer_refs:
+                    inner_keys.append(a.copy())
+                    outer_keys.append(b.copy())
+                    continue
+                if id(a) in outer_refs and id(b) not in outer_refs:
+                    inner_keys.append(b.copy())
+                    outer_keys.append(a.copy())
+                    continue
+        raise unsupported("condition on the outer query inside EXISTS other than inner_column = outer_column", c)
+    right = sub.copy()
+    right.set("expressions", [exp.alias_(k, f"__key{i}") for i, k in enumerate(inner_keys)]
+              or [exp.alias_(exp.Literal.number(1), "one")])
+    right.set("where", exp.Where(this=exp.and_(*rest)) if rest else None)
+    return outer_keys, right
+
+
+# -- outer joins ---------------------------------------------------------------------------------
+def _outer_join(select: exp.Select, tables, dialect: str):
+    joins = select.args["joins"]
+    outer = [j for j in joins if j.side]
+    if len(outer) > 1:
+        raise unsupported("more than one outer join in one SELECT", outer[1])
+    j = outer[0]
+    side = j.side.upper()
+    if is_aggregate_query(select):
+        raise unsupported(f"GROUP BY / aggregates over a {side} OUTER JOIN", j)
+    if j.args.get("using") or j.args.get("method"):
+        raise unsupported(f"{side} JOIN … USING / NATURAL (write the ON condition)", j)
+    if j.args.get("on") is None:
+        raise unsupported(f"{side} JOIN without ON", j)
+    from_ = select.args.get("from_") or select.args.get("from")
+    if side == "LEFT" and j is not joins[-1]:
+        raise unsupported("LEFT JOIN followed by further joins (put it last)", j)
+    if side in ("RIGHT", "FULL") and len(joins) != 1:
+        raise unsupported(f"{side} JOIN of more than two tables", j)
+    for t in [from_.this] + [x.this for x in joins]:
+        if not isinstance(t, exp.Table):
+            raise unsupported("outer join of a subquery", t)
+    aliases = _aliases(select)
+    first = (from_.this.alias or from_.this.name).lower()
+    joined = (j.this.alias or j.this.name).lower()
+    inner = select.copy()
+    for x in inner.args["joins"]:
+        if x.side:
+            x.set("side", None)
+            x.set("kind", None)
+    distinct = select.args.get("distinct") is not None
+    branches = [inner]
+    if side in ("LEFT", "FULL"):
+        branches.append(_padded(select, j, joined, aliases, tables))
+    if side in ("RIGHT", "FULL"):
+        branches.append(_padded(select, j, first, aliases, tables))
+    if distinct:
+        for b in branches:
+            b.set("distinct", None)
+    defs = [translate_select_tree(b, tables, dialect) for b in branches]
+    out = defs[0]
+    for d in defs[1:]:
+        out = SetOperation("union", not distinct, [out, d], definition_columns(defs[0]))
+    return out
+
+
+def _padded(select: exp.Select, j: exp.Join, nulled: str, aliases: dict[str, str], tables) -> exp.Select:
+    """The rows of the preserved side without a match, with the columns of ``nulled`` NULL."""
+    keep = {a: t for a, t in aliases.items() if a != nulled}
+    null_table = aliases[nulled]
+    null_cols = tables.get(null_table, [])
+    inner_conds, key_pairs = [], []
+    for c in _conjuncts(j.args["on"]):
+        cols = list(c.find_all(exp.Column))
+        owners = {_owner(col, aliases, tables) for col in cols}
+        if owners <= {nulled}:
+            inner_conds.append(c.copy())
+            continue
+        cs = strip_parens(c)
+        if isinstance(cs, exp.EQ) and isinstance(strip_parens(cs.this), exp.Column) \
+                and isinstance(strip_parens(cs.expression), exp.Column):
+            a, b = strip_parens(cs.this), strip_parens(cs.expression)
+            oa, ob = _owner(a, aliases, tables), _owner(b, aliases, tables)
+            if oa == nulled and ob in keep:
+                key_pairs.append((a.copy(), b.copy()))
+                continue
+            if ob == nulled and oa in keep:
+                key_pairs.append((b.copy(), a.copy()))
+                continue
+        raise unsupported("outer join condition other than equalities between the two sides and conditions "
+                          "on the side that gets NULLs", c)
+    sub = exp.select(*[exp.alias_(exp.Literal.number(1), "one")]).from_(
+        exp.Table(this=exp.to_identifier(null_table), alias=exp.TableAlias(this=exp.to_identifier(nulled))))
+    conds = [exp.EQ(this=a, expression=b) for a, b in key_pairs] + inner_conds
+    if conds:
+        sub.set("where", exp.Where(this=exp.and_(*conds)))
+    out = select.copy()
+    from_ = out.args.get("from_") or out.args.get("from")
+    from_key = "from_" if out.args.get("from_") is not None else "from"
+    if (from_.this.alias or from_.this.name).lower() == nulled:  # RIGHT JOIN: the joined table stays
+        out.set(from_key, exp.From(this=out.args["joins"][0].this.copy()))
+        out.set("joins", None)
+    else:
+        out.set("joins", [x for x in out.args["joins"] if (x.this.alias or x.this.name).lower() != nulled] or None)
+    out.set("expressions", _null_items(out.expressions, nulled, aliases, tables, null_cols))
+    where = out.args.get("where")
+    conjs = [_nullify(c.copy(), nulled, aliases, tables) for c in (_conjuncts(where.this) if where else [])]
+    conjs.append(exp.Not(this=exp.Exists(this=sub)))
+    out.set("where", exp.Where(this=exp.and_(*conjs)))
+    return out
+
+
+def _owner(col: exp.Column, aliases: dict[str, str], tables) -> str | None:
+    if col.table:
+        return col.table.lower()
+    owners = [a for a, t in aliases.items() if col.name.lower() in tables.get(t, [])]
+    return owners[0] if len(owners) == 1 else None
+
+
+def _nullify(node: exp.Expression, nulled: str, aliases, tables) -> exp.Expression:
+    for col in list(node.find_all(exp.Column)):
+        if _owner(col, aliases, tables) == nulled:
+            if col is node:
+                return exp.Null()
+            col.replace(exp.Null())
+    return node
+
+
+def _null_items(items, nulled: str, aliases, tables, null_cols) -> list[exp.Expression]:
+    out = []
+    for item in items:
+        node = item.this if isinstance(item, exp.Alias) else item
+        if isinstance(node, exp.Star):
+            for a, t in aliases.items():
+                for c in tables.get(t, []):
+                    out.append(exp.alias_(exp.Null(), c) if a == nulled else exp.column(c, a))
+            continue
+        if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
+            a = node.table.lower()
+            for c in tables.get(aliases.get(a, ""), []):
+                out.append(exp.alias_(exp.Null(), c) if a == nulled else exp.column(c, a))
+            continue
+        name = item.alias if isinstance(item, exp.Alias) else (node.name if isinstance(node, exp.Column)
+                                                                else user_text(node, 200))
+        out.append(exp.alias_(_nullify(node.copy(), nulled, aliases, tables), name))
+    return out
+
