@@ -5,18 +5,19 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from .engine.aggregates import AggregateView
+from .engine.nested import NestedView
 from .engine.project import ProjectView
 from .engine.semijoin import SemiJoinView
 from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .query import GCQ, SemiJoin, SetOperation
+from .query import GCQ, Derived, SemiJoin, SetOperation
 from .sql.setops import translate_definition
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView | SemiJoinView:
+                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView | SemiJoinView | NestedView:
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
@@ -31,7 +32,9 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     return _build(translate_definition(sql, schema, dialect=dialect), sql)
 
 
-def _build(d: GCQ | SetOperation | SemiJoin, sql: str):
+def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
+    if isinstance(d, Derived):  # FROM subqueries with GROUP BY / DISTINCT / …: nested views
+        return NestedView([(rel, _build(n, "")) for rel, n in d.nested], _build(d.outer, sql), sql)
     if isinstance(d, SemiJoin):  # [NOT] EXISTS / [NOT] IN (SELECT …): per-key counts of the subquery
         return SemiJoinView(d.mode, _build(d.left, ""), _build(d.right, ""), d.nkeys, d.columns, d.distinct,
                             sql, d.text)

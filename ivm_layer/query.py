@@ -335,3 +335,12 @@ class SemiJoin:
     columns: list[str]
     distinct: bool = False
     text: str = ""
+
+
+@dataclass
+class Derived:
+    """An outer query over nested views: ``nested`` pairs a derived relation name with the
+    definition whose change stream feeds it; ``outer`` reads those relations like tables."""
+
+    nested: list
+    outer: Any

@@ -1,7 +1,7 @@
--- TPC-H Q13-style customers and their orders, customers without (non-low-priority) orders kept
+-- TPC-H Q13-style customers and their orders, customers without (non-urgent) orders kept
 -- with NULLs: the LEFT JOIN is the inner join UNION ALL the customers with NOT EXISTS a matching
 -- order (per-key order counts; a customer's padded row appears or leaves when its count
--- crosses zero). Q13's outer GROUP BY over the join is not supported yet.
+-- crosses zero). tpch_q13.sql groups it, as Q13 does.
 SELECT c.c_custkey, c.c_name, o.o_orderkey,
        CASE WHEN o.o_orderkey IS NULL THEN 'no orders' ELSE o.o_orderstatus END AS status
 FROM customer c

@@ -119,7 +119,18 @@ def gen_view(seed: int) -> str:
         if rng.random() < 0.4:
             sql += f" WHERE {_cond(rng, aliases, rng.choice(list(aliases)))}"
         return sql
-    if r < 0.36:  # GROUP BY with computed aggregate arguments
+    if r < 0.30:  # nested views: GROUP BY over outer joins / subquery conditions, aggregated FROM subqueries
+        return rng.choice([
+            f"SELECT r.a, count(s.d) AS n, sum(s.e) AS t FROM r LEFT JOIN s ON r.a = s.a GROUP BY r.a",
+            f"SELECT q.n, count(*) AS k FROM (SELECT r.a, count(s.d) AS n FROM r LEFT JOIN s ON r.a = s.a "
+            f"GROUP BY r.a) q GROUP BY q.n",
+            f"SELECT r.b, count(*) AS n FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.a = r.a) GROUP BY r.b",
+            f"SELECT r.c, g.total FROM r JOIN (SELECT s.a, sum(s.e) AS total FROM s GROUP BY s.a) g ON r.a = g.a "
+            f"WHERE g.total > {rng.randint(-1, 2)}",
+            "SELECT d.b, t.f FROM (SELECT DISTINCT r.b FROM r) d JOIN t ON d.b = t.d",
+            f"WITH c AS (SELECT s.d, count(*) AS n FROM s GROUP BY s.d) SELECT x.n, y.n FROM c x JOIN c y ON x.d = y.n",
+        ])
+    if r < 0.40:  # GROUP BY with computed aggregate arguments
         frm, aliases = rng.choice(FROMS[:4] + FROMS[5:])
         frm = frm.replace(" WHERE_JOIN ", " WHERE ")
         key = rng.choice([c for c in _cols(aliases, "any") if "NATURAL" not in frm and "USING" not in frm

@@ -78,14 +78,16 @@ def has_nested_from(select: exp.Expression) -> bool:
     return any(isinstance(i, (exp.Subquery, exp.Select)) for i in items)
 
 
-def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str) -> exp.Select:
-    """Merge select–project–join WITH items and FROM subqueries into ``select``."""
+def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str,
+                  strict: bool = True) -> exp.Select:
+    """Merge select–project–join WITH items and FROM subqueries into ``select``. What cannot be
+    merged stays a FROM subquery when not ``strict`` (a nested view), else is refused."""
     from sqlglot.optimizer.merge_subqueries import merge_subqueries
     from sqlglot.optimizer.qualify import qualify
 
     inner = _star_over_subquery(select)
     if inner is not None:  # SELECT * FROM (SELECT …) x: the subquery itself
-        return inner if not has_nested_from(inner) else inline_nested(inner, schema, dialect)
+        return inner if not has_nested_from(inner) else inline_nested(inner, schema, dialect, strict)
     with_ = select.args.get("with") or select.args.get("with_")
     if with_ is not None and with_.args.get("recursive"):
         raise unsupported("WITH RECURSIVE (recursive queries are not maintained incrementally)", with_)
@@ -100,7 +102,7 @@ def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str
     if not isinstance(q, exp.Select):
         raise UnsupportedSQLError("unsupported in incremental views: this WITH/subquery shape")
     left = q.args.get("with") or q.args.get("with_")
-    if left is not None or has_nested_from(q):
+    if strict and (left is not None or has_nested_from(q)):
         node = left.expressions[0] if left is not None else q
         raise unsupported("WITH item or subquery in FROM that is not select–project–join (a nested "
                           "GROUP BY, DISTINCT, LIMIT or set operation)", node)

@@ -15,9 +15,10 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..errors import SQLError
-from ..query import SemiJoin, SetOperation
+from ..query import Derived, SemiJoin, SetOperation
 from .aggregates import is_aggregate_query
 from .literals import strip_parens, unsupported, user_text
+from .parse import has_nested_from, inline_nested
 from .translate import translate_tree
 
 
@@ -25,6 +26,8 @@ def definition_columns(d) -> list[str]:
     """The output column names of a definition (GCQ, SetOperation or SemiJoin)."""
     if isinstance(d, (SetOperation, SemiJoin)):
         return list(d.columns)
+    if isinstance(d, Derived):
+        return definition_columns(d.outer)
     if d.aggregate is not None:
         return list(d.aggregate.columns)
     if d.projection is not None:
@@ -34,7 +37,15 @@ def definition_columns(d) -> list[str]:
 
 def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dialect: str):
     """A SELECT with possibly subquery conditions / one outer join → a definition."""
+    if has_nested_from(select):
+        select = inline_nested(select, tables, dialect, strict=False)
+        if has_nested_from(select):  # aggregated / DISTINCT subqueries: nested views
+            return _derived(select, tables, dialect)
     joins = select.args.get("joins") or []
+    where = select.args.get("where")
+    has_sub = where is not None and any(_subquery_kind(c) is not None for c in _conjuncts(where.this))
+    if (has_sub or any(j.side for j in joins)) and is_aggregate_query(select):
+        return _aggregate_over(select, tables, dialect)
     if any(j.side for j in joins):
         return _outer_join(select, tables, dialect)
     where = select.args.get("where")
@@ -295,3 +306,86 @@ def _null_items(items, nulled: str, aliases, tables, null_cols) -> list[exp.Expr
         out.append(exp.alias_(_nullify(node.copy(), nulled, aliases, tables), name))
     return out
 
+
+
+# -- nested views ------------------------------------------------------------------------------
+def _derived(select: exp.Select, tables: dict[str, list[str]], dialect: str) -> Derived:
+    """FROM subqueries that are not select–project–join (GROUP BY, DISTINCT, outer joins…)
+    become nested views: each one's change stream feeds a derived relation of the outer query."""
+    if select.args.get("with") is not None or select.args.get("with_") is not None:
+        raise unsupported("WITH item that could not be inlined", select.args.get("with") or select.args.get("with_"))
+    from_ = select.args.get("from_") or select.args.get("from")
+    items = [from_.this] + [j.this for j in select.args.get("joins") or []]
+    extended = dict(tables)
+    nested = []
+    for item in items:
+        if not isinstance(item, exp.Subquery):
+            continue
+        body = item.this
+        if not isinstance(body, exp.Select):
+            raise unsupported("set operation in FROM (name it as a view of its own)", item)
+        alias = (item.alias_or_name or "sub").lower()
+        relation = f"__nested_{alias}"
+        while relation in extended:
+            relation += "_"
+        inner = translate_select_tree(body, tables, dialect)
+        cols = [c.lower() for c in definition_columns(inner)]
+        if len(set(cols)) != len(cols):
+            raise SQLError(f"the subquery {alias!r} has duplicate column names ({', '.join(cols)}): "
+                           "give its columns distinct aliases")
+        extended[relation] = cols
+        nested.append((relation, inner))
+        item.replace(exp.Table(this=exp.to_identifier(relation), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    outer = translate_select_tree(select, extended, dialect)
+    return Derived(nested, outer)
+
+
+def _aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: str) -> Derived:
+    """GROUP BY over an outer join or a subquery condition: the join (with its WHERE) becomes a
+    nested view of the columns the aggregation reads; the aggregation reads that view."""
+    aliases = _aliases(select)
+    from_ = select.args.get("from_") or select.args.get("from")
+    if any(not isinstance(t, exp.Table) for t in [from_.this] + [j.this for j in select.args.get("joins") or []]):
+        raise unsupported("GROUP BY over an outer join of a subquery", select)
+    outer = select.copy()
+    outer.set("expressions", [it if isinstance(it, exp.Alias) else exp.alias_(it, _item_name(it))
+                              for it in outer.expressions])
+    used: dict[tuple[str, str], str] = {}
+    for key in ("expressions", "group", "having"):
+        value = outer.args.get(key)
+        nodes = value if isinstance(value, list) else [value] if value is not None else []
+        for node in nodes:
+            for col in list(node.find_all(exp.Column)):
+                if isinstance(col.this, exp.Star):
+                    raise unsupported("* in a GROUP BY query", col)
+                owner = _owner(col, aliases, tables)
+                if owner is None:
+                    if col.table or any(col.name.lower() in tables.get(t, []) for t in aliases.values()):
+                        raise SQLError(f"column {col.sql()!r} is ambiguous: qualify it with its table")
+                    continue  # a SELECT alias (HAVING revenue > 10)
+                name = used.setdefault((owner, col.name.lower()), f"{owner}__{col.name.lower()}")
+                col.replace(exp.column(name, "q__"))
+    inner = select.copy()
+    for key in ("group", "having", "order", "limit", "distinct"):
+        inner.set(key, None)
+    inner.set("expressions", [exp.alias_(exp.column(c, a), n) for (a, c), n in used.items()]
+              or [exp.alias_(exp.Literal.number(1), "one__")])
+    relation = "__nested_q__"
+    inner_def = translate_select_tree(inner, tables, dialect)
+    extended = dict(tables)
+    extended[relation] = [c.lower() for c in definition_columns(inner_def)]
+    from_key = "from_" if outer.args.get("from_") is not None else "from"
+    outer.set(from_key, exp.From(this=exp.Table(this=exp.to_identifier(relation),
+                                                alias=exp.TableAlias(this=exp.to_identifier("q__")))))
+    outer.set("joins", None)
+    outer.set("where", None)
+    return Derived([(relation, inner_def)], translate_select_tree(outer, extended, dialect))
+
+
+def _item_name(item: exp.Expression) -> str:
+    """The name DuckDB gives an unaliased SELECT item."""
+    if isinstance(item, exp.Column):
+        return item.name.lower()
+    if isinstance(item, exp.Count) and isinstance(item.this, exp.Star):
+        return "count_star()"
+    return user_text(item, 200).lower()
