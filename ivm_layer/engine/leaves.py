@@ -86,8 +86,13 @@ class LeafExtractor:
             if t[i] is None:
                 return None
         f = self.filter
-        if f is not None and not f(t):
-            return None
+        if f is not None:
+            try:
+                if not f(t):
+                    return None
+            except TypeError:  # e.g. text where a filter adds a number: refuse before any change
+                raise UpdateError(f"row {row!r} of atom {self.alias}: a value has the wrong type for the "
+                                  "view's conditions; no change was applied") from None
         return t
 
     def check_kinds(self, t: tuple, pending: dict[str, str]) -> None:

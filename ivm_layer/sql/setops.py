@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..errors import SQLError
+from ..errors import SQLError, UnsupportedSQLError
 from ..query import GCQ, SemiJoin, SetOperation, normalize_schema
 from .literals import position, unsupported
 from .parse import parse_select
@@ -23,9 +23,16 @@ def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ
     """A view definition: a GCQ, or a set operation over GCQs."""
     tables = normalize_schema(schema)
     tree = parse_select(sql, dialect)
-    if isinstance(tree, exp.Select):
-        return translate_select_tree(tree, tables, dialect)
-    return _setop(tree, tables, dialect, None)
+    try:
+        if isinstance(tree, exp.Select):
+            return translate_select_tree(tree, tables, dialect)
+        return _setop(tree, tables, dialect, None)
+    except RecursionError:
+        raise SQLError("the definition is nested too deeply") from None
+    except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as e:
+        # a shape the rewriting does not expect: refuse it rather than crash
+        raise UnsupportedSQLError(f"unsupported in incremental views: this definition could not be "
+                                  f"translated ({type(e).__name__}: {str(e)[:120]})") from None
 
 
 def _setop(node: exp.Expression, tables: dict[str, list[str]], dialect: str, with_: exp.Expression | None):

@@ -194,6 +194,8 @@ def _outer_join(select: exp.Select, tables, dialect: str):
     if j.args.get("on") is None:
         raise unsupported(f"{side} JOIN without ON", j)
     from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None:
+        raise SQLError("an incremental view needs a FROM clause")
     if side == "LEFT" and j is not joins[-1]:
         raise unsupported("LEFT JOIN followed by further joins (put it last)", j)
     if side in ("RIGHT", "FULL") and len(joins) != 1:
@@ -319,12 +321,12 @@ def _derived(select: exp.Select, tables: dict[str, list[str]], dialect: str) -> 
     extended = dict(tables)
     nested = []
     for item in items:
-        if not isinstance(item, exp.Subquery):
+        if not isinstance(item, (exp.Subquery, exp.Select)):
             continue
-        body = item.this
+        body = item.this if isinstance(item, exp.Subquery) else item
         if not isinstance(body, exp.Select):
             raise unsupported("set operation in FROM (name it as a view of its own)", item)
-        alias = (item.alias_or_name or "sub").lower()
+        alias = ((item.alias_or_name if isinstance(item, exp.Subquery) else "") or "sub").lower()
         relation = f"__nested_{alias}"
         while relation in extended:
             relation += "_"
@@ -336,6 +338,8 @@ def _derived(select: exp.Select, tables: dict[str, list[str]], dialect: str) -> 
         extended[relation] = cols
         nested.append((relation, inner))
         item.replace(exp.Table(this=exp.to_identifier(relation), alias=exp.TableAlias(this=exp.to_identifier(alias))))
+    if not nested:
+        raise unsupported("this FROM item", from_)
     outer = translate_select_tree(select, extended, dialect)
     return Derived(nested, outer)
 
@@ -345,6 +349,8 @@ def _aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: s
     nested view of the columns the aggregation reads; the aggregation reads that view."""
     aliases = _aliases(select)
     from_ = select.args.get("from_") or select.args.get("from")
+    if from_ is None:
+        raise SQLError("an incremental view needs a FROM clause")
     if any(not isinstance(t, exp.Table) for t in [from_.this] + [j.this for j in select.args.get("joins") or []]):
         raise unsupported("GROUP BY over an outer join of a subquery", select)
     outer = select.copy()
