@@ -121,14 +121,14 @@ def gen_view(seed: int) -> str:
         return sql
     if r < 0.30:  # nested views: GROUP BY over outer joins / subquery conditions, aggregated FROM subqueries
         return rng.choice([
-            f"SELECT r.a, count(s.d) AS n, sum(s.e) AS t FROM r LEFT JOIN s ON r.a = s.a GROUP BY r.a",
-            f"SELECT q.n, count(*) AS k FROM (SELECT r.a, count(s.d) AS n FROM r LEFT JOIN s ON r.a = s.a "
-            f"GROUP BY r.a) q GROUP BY q.n",
-            f"SELECT r.b, count(*) AS n FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.a = r.a) GROUP BY r.b",
-            f"SELECT r.c, g.total FROM r JOIN (SELECT s.a, sum(s.e) AS total FROM s GROUP BY s.a) g ON r.a = g.a "
-            f"WHERE g.total > {rng.randint(-1, 2)}",
+            "SELECT r.a, count(s.d) AS n, sum(s.e) AS t FROM r LEFT JOIN s ON r.a = s.a GROUP BY r.a",
+            ("SELECT q.n, count(*) AS k FROM (SELECT r.a, count(s.d) AS n FROM r LEFT JOIN s ON r.a = s.a "
+             "GROUP BY r.a) q GROUP BY q.n"),
+            "SELECT r.b, count(*) AS n FROM r WHERE NOT EXISTS (SELECT 1 FROM s WHERE s.a = r.a) GROUP BY r.b",
+            ("SELECT r.c, g.total FROM r JOIN (SELECT s.a, sum(s.e) AS total FROM s GROUP BY s.a) g ON r.a = g.a "
+             f"WHERE g.total > {rng.randint(-1, 2)}"),
             "SELECT d.b, t.f FROM (SELECT DISTINCT r.b FROM r) d JOIN t ON d.b = t.d",
-            f"WITH c AS (SELECT s.d, count(*) AS n FROM s GROUP BY s.d) SELECT x.n, y.n FROM c x JOIN c y ON x.d = y.n",
+            "WITH c AS (SELECT s.d, count(*) AS n FROM s GROUP BY s.d) SELECT x.n, y.n FROM c x JOIN c y ON x.d = y.n",
         ])
     if r < 0.40:  # GROUP BY with computed aggregate arguments
         frm, aliases = rng.choice(FROMS[:4] + FROMS[5:])

@@ -63,8 +63,8 @@ FIXED = [
     "SELECT DISTINCT r.c, s.d FROM r FULL OUTER JOIN s ON r.a = s.a",
     "SELECT x.a, y.c FROM r x LEFT JOIN r y ON x.a = y.b WHERE y.c IS NULL OR x.b < 2",
     "SELECT r.a, g.total FROM r JOIN (SELECT s.a, sum(s.e * 2) AS total FROM s GROUP BY s.a) g ON r.a = g.a",
-    "SELECT c_count, count(*) AS n FROM (SELECT r.a, count(s.d) AS c_count FROM r LEFT JOIN s ON r.a = s.a "
-    "GROUP BY r.a) q GROUP BY c_count",
+    ("SELECT c_count, count(*) AS n FROM (SELECT r.a, count(s.d) AS c_count FROM r LEFT JOIN s ON r.a = s.a "
+     "GROUP BY r.a) q GROUP BY c_count"),
     "SELECT r.a FROM r UNION SELECT s.d FROM s EXCEPT SELECT t.d FROM t",
     "WITH x AS (SELECT a, b FROM r WHERE b > 1) SELECT x.a, y.b FROM x, x y WHERE x.a = y.b AND x.b < y.a + 2",
     "SELECT * FROM r NATURAL JOIN s WHERE (r.b + s.d) % 2 = 0",

@@ -10,7 +10,8 @@ memory: the nested views' state plus the outer view's copy of the derived rows.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..errors import UpdateError
 from .view import Change, Prepared
@@ -41,9 +42,9 @@ class NestedView:
         return self.outer.query_class
 
     def explain(self) -> str:
-        lines = [f"view columns: {', '.join(self.columns)}",
-                 "nested views feed derived relations of the outer view (each nested change is one "
-                 "update of the outer view; memory: the nested views plus the derived rows):", "outer view:"]
+        how = ("nested views feed derived relations of the outer view (each nested change is one "
+               "update of the outer view; memory: the nested views plus the derived rows):")
+        lines = [f"view columns: {', '.join(self.columns)}", how, "outer view:"]
         lines.extend("    " + line for line in self.outer.explain().splitlines())
         for rel, v in self.nested:
             lines.append(f"nested view {rel}:")

@@ -11,7 +11,8 @@ count per subquery key.
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError, UpdateError
 from .view import Change, Prepared

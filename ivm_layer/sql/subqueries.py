@@ -138,9 +138,7 @@ def _outer_refs(sub: exp.Select, outer_aliases: dict[str, str], tables) -> list[
     out = []
     for col in sub.find_all(exp.Column):
         q = col.table.lower() if col.table else None
-        if q is not None and q not in inner and q in outer_aliases:
-            out.append(col)
-        elif q is None and col.name.lower() not in inner_cols and any(
+        if q is not None and q not in inner and q in outer_aliases or q is None and col.name.lower() not in inner_cols and any(
                 col.name.lower() in tables.get(t, []) for t in outer_aliases.values()):
             out.append(col)
     return out
