@@ -68,6 +68,8 @@ FIXED = [
     "SELECT r.a FROM r UNION SELECT s.d FROM s EXCEPT SELECT t.d FROM t",
     "WITH x AS (SELECT a, b FROM r WHERE b > 1) SELECT x.a, y.b FROM x, x y WHERE x.a = y.b AND x.b < y.a + 2",
     "SELECT * FROM r NATURAL JOIN s WHERE (r.b + s.d) % 2 = 0",
+    "SELECT x.a, y.c FROM r x JOIN r y ON x.a = y.b OR (x.b = y.a AND y.c IS NOT NULL) OR x.c = y.c",
+    "SELECT r.b, count(*) AS n, sum(s.e) AS t FROM r, s WHERE r.a = s.a OR r.b < s.d GROUP BY r.b",
 ]
 
 

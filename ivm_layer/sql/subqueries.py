@@ -44,8 +44,11 @@ def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dial
     joins = select.args.get("joins") or []
     where = select.args.get("where")
     has_sub = where is not None and any(_subquery_kind(c) is not None for c in _conjuncts(where.this))
-    if (has_sub or any(j.side for j in joins)) and is_aggregate_query(select):
+    or_join = None if any(j.side for j in joins) or has_sub else _or_join(select, tables)
+    if (has_sub or or_join is not None or any(j.side for j in joins)) and is_aggregate_query(select):
         return _aggregate_over(select, tables, dialect)
+    if or_join is not None:
+        return _or_union(*or_join, tables, dialect)
     if any(j.side for j in joins):
         return _outer_join(select, tables, dialect)
     where = select.args.get("where")
@@ -393,3 +396,61 @@ def _item_name(item: exp.Expression) -> str:
     if isinstance(item, exp.Count) and isinstance(item.this, exp.Star):
         return "count_star()"
     return user_text(item, 200).lower()
+
+
+# -- OR across tables ----------------------------------------------------------------------------
+def _or_join(select: exp.Select, tables) -> tuple[exp.Select, list, int] | None:
+    """``(select with inner-join ON moved to WHERE, conjuncts, i)`` when WHERE conjunct ``i`` is an
+    OR one of whose disjuncts compares columns of two tables (a join condition), else None."""
+    aliases = _aliases(select)
+    if len(aliases) < 2:
+        return None
+    sel = select.copy()
+    conds = []
+    for j in sel.args.get("joins") or []:
+        if j.args.get("on") is not None:
+            conds.extend(c.copy() for c in _conjuncts(j.args["on"]))
+            j.set("on", None)
+    where = sel.args.get("where")
+    conds += [c.copy() for c in _conjuncts(where.this)] if where is not None else []
+    for i, c in enumerate(conds):
+        if not isinstance(strip_parens(c), exp.Or):
+            continue
+        for d in _disjuncts(c):
+            for conj in _conjuncts(d):
+                conj = strip_parens(conj)
+                if isinstance(conj, (exp.EQ, exp.LT, exp.LTE, exp.GT, exp.GTE)):
+                    owners = {_owner(col, aliases, tables) for col in conj.find_all(exp.Column)}
+                    if len(owners) == 2 and None not in owners:
+                        return sel, conds, i
+    return None
+
+
+def _disjuncts(node: exp.Expression):
+    node = strip_parens(node)
+    if isinstance(node, exp.Or):
+        yield from _disjuncts(node.this)
+        yield from _disjuncts(node.expression)
+    else:
+        yield node
+
+
+def _or_union(select: exp.Select, conds: list, i: int, tables, dialect: str) -> SetOperation:
+    """``… WHERE A OR B`` → ``… WHERE A`` UNION ALL ``… WHERE B AND A IS NOT TRUE``: disjoint
+    conjunctive queries, each joined through its own indexes."""
+    disjuncts = list(_disjuncts(conds[i]))
+    distinct = select.args.get("distinct") is not None
+    branches = []
+    for k, d in enumerate(disjuncts):
+        earlier = [exp.Not(this=exp.Paren(this=exp.Coalesce(this=exp.Paren(this=e.copy()),
+                                                           expressions=[exp.false()])))
+                   for e in disjuncts[:k]]
+        branch = select.copy()
+        branch.set("distinct", None)
+        rest = [c.copy() for j, c in enumerate(conds) if j != i] + [exp.Paren(this=d.copy())] + earlier
+        branch.set("where", exp.Where(this=exp.and_(*rest)))
+        branches.append(translate_select_tree(branch, tables, dialect))
+    out = branches[0]
+    for b in branches[1:]:
+        out = SetOperation("union", not distinct, [out, b], definition_columns(branches[0]))
+    return out
