@@ -73,6 +73,7 @@ PG_VIEWS = [
     "SELECT r.c || '-' || r.a AS tag, length(r.c) AS len FROM r WHERE (r.a + r.b) % 2 = 0 OR r.c LIKE 'a%'",
     "SELECT round(r.e, 1) AS re, abs(r.e) AS ae, floor(r.e) AS fe, r.e * 2 AS e2 FROM r WHERE NOT (r.a = 1)",
     "SELECT r.a, s.d FROM r JOIN s ON r.a = s.a WHERE r.b + s.d > 3 UNION ALL SELECT s.a, s.d FROM s",
+    "SELECT r.e / 3 AS third, r.e / (r.a + 0.5) AS q, round(r.e::float8 * 2) AS rf, round(r.e) AS rn FROM r",
 ]
 
 

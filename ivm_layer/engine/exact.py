@@ -28,15 +28,25 @@ def numeric_avg(total: Decimal, n: int) -> Decimal | None:
     """``AVG`` of numerics as PostgreSQL computes it: ``sum / count`` at the division's scale."""
     if not n:
         return None
-    total = Decimal(total)
-    if not total:
-        scale = max(_MIN_SIG_DIGITS, -total.as_tuple().exponent)
-        return Decimal(0).quantize(Decimal(1).scaleb(-scale))
-    w1, f1 = _weight_first(total)
-    w2, f2 = _weight_first(Decimal(n))
+    return numeric_div(Decimal(total), Decimal(n))
+
+
+def _dscale(x: Decimal) -> int:
+    return max(-x.as_tuple().exponent, 0)
+
+
+def numeric_div(a: Decimal, b: Decimal) -> Decimal | None:
+    """PostgreSQL's ``numeric / numeric``: at least 16 significant digits and at least the
+    operands' display scales (``select_div_scale``), rounded half away from zero; NULL for /0."""
+    if not b:
+        return None
+    if not a:
+        scale = max(_MIN_SIG_DIGITS, _dscale(a), _dscale(b))
+        return Decimal(0).quantize(Decimal(1).scaleb(-min(scale, 1000)))
+    w1, f1 = _weight_first(a)
+    w2, f2 = _weight_first(b)
     qweight = w1 - w2 - (1 if f1 <= f2 else 0)
-    scale = _MIN_SIG_DIGITS - qweight * 4
-    scale = max(scale, -total.as_tuple().exponent, 0)
+    scale = max(_MIN_SIG_DIGITS - qweight * 4, _dscale(a), _dscale(b), 0)
     scale = min(scale, 1000)
-    q = EXACT.divide(total, Decimal(n))
+    q = EXACT.divide(a, b)
     return q.quantize(Decimal(1).scaleb(-scale), rounding=ROUND_HALF_UP, context=EXACT)

@@ -26,6 +26,8 @@ from collections.abc import Callable, Mapping
 from decimal import ROUND_HALF_UP, Decimal
 from typing import Any
 
+from .exact import numeric_div
+
 Fn = Callable[[tuple], Any]
 
 _CMP = {"=": operator.eq, "<>": operator.ne, "<": operator.lt, "<=": operator.le, ">": operator.gt,
@@ -100,7 +102,7 @@ def _div_pg(a: Any, b: Any) -> Any:
         return None
     if type(a) is float:
         return a / b
-    return _CTX.divide(Decimal(a), Decimal(b))
+    return numeric_div(Decimal(a), Decimal(b))
 
 
 def _int_div(a: Any, b: Any) -> Any:
@@ -144,6 +146,13 @@ def _round_half_away(x: Any, digits: int = 0) -> Any:
         q = Decimal(repr(x)).quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP, context=_CTX)
         return float(q)
     return x.quantize(Decimal(1).scaleb(-digits), rounding=ROUND_HALF_UP, context=_CTX)
+
+
+def _round_pg(x: Any, digits: int = 0) -> Any:
+    """PostgreSQL's round: a double rounds halves to even (rint), a numeric away from zero."""
+    if type(x) is float and digits == 0:
+        return float(round(x)) if math.isfinite(x) else x
+    return _round_half_away(x, digits)
 
 
 def _floor(x: Any) -> Any:
@@ -318,7 +327,8 @@ FUNCTIONS: dict[str, tuple[Callable[..., Any], tuple[int, ...]]] = {
     "upper": (str.upper, (1,)), "lower": (str.lower, (1,)), "length": (len, (1,)),
     "substr": (_substr, (2, 3)), "trim": (lambda s, c=None: s.strip(c), (1, 2)),
     "ltrim": (lambda s, c=None: s.lstrip(c), (1, 2)), "rtrim": (lambda s, c=None: s.rstrip(c), (1, 2)),
-    "concat_strict": (_concat_strict, (2,)), "abs": (abs, (1,)), "round": (_round_half_away, (1, 2)), "floor": (_floor, (1,)), "ceil": (_ceil, (1,)),
+    "concat_strict": (_concat_strict, (2,)), "abs": (abs, (1,)), "round": (_round_half_away, (1, 2)),
+    "round_pg": (_round_pg, (1, 2)), "floor": (_floor, (1,)), "ceil": (_ceil, (1,)),
 }
 #: Functions that see NULL arguments themselves (all others are NULL when any argument is).
 NULL_AWARE = frozenset({"coalesce", "nullif", "concat"})
@@ -448,7 +458,10 @@ def _compile(e: tuple, pos: Mapping[str, int], dialect: str) -> Fn:
         op = _extract if tag == "extract" else _date_trunc
         return lambda t: None if (v := f(t)) is None else op(part, v)
     if tag == "fn":
-        return _compile_fn(e[1], [_compile(x, pos, dialect) for x in e[2]])
+        name = e[1]
+        if name == "round" and dialect == "postgres":
+            name = "round_pg"
+        return _compile_fn(name, [_compile(x, pos, dialect) for x in e[2]])
     raise ValueError(f"unknown expression node {tag!r}")
 
 
