@@ -70,6 +70,9 @@ FIXED = [
     "SELECT * FROM r NATURAL JOIN s WHERE (r.b + s.d) % 2 = 0",
     "SELECT x.a, y.c FROM r x JOIN r y ON x.a = y.b OR (x.b = y.a AND y.c IS NOT NULL) OR x.c = y.c",
     "SELECT r.b, count(*) AS n, sum(s.e) AS t FROM r, s WHERE r.a = s.a OR r.b < s.d GROUP BY r.b",
+    ("SELECT CASE WHEN r.b > 2 THEN 'hi' ELSE upper(r.c) END AS k, count(*) AS n, sum(s.e) AS t "
+     "FROM r JOIN s ON r.a = s.a GROUP BY k HAVING count(*) > 1"),
+    "SELECT (r.a + r.b) % 3 AS m, min(r.c) AS c FROM r GROUP BY 1",
 ]
 
 

@@ -12,9 +12,11 @@ What is not of these shapes is refused in the user's terms.
 
 from __future__ import annotations
 
+import re
+
 from sqlglot import exp
 
-from ..errors import SQLError
+from ..errors import IVMError, SQLError
 from ..query import Derived, SemiJoin, SetOperation
 from .aggregates import is_aggregate_query
 from .literals import strip_parens, unsupported, user_text
@@ -45,7 +47,8 @@ def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dial
     where = select.args.get("where")
     has_sub = where is not None and any(_subquery_kind(c) is not None for c in _conjuncts(where.this))
     or_join = None if any(j.side for j in joins) or has_sub else _or_join(select, tables)
-    if (has_sub or or_join is not None or any(j.side for j in joins)) and is_aggregate_query(select):
+    if (has_sub or or_join is not None or any(j.side for j in joins) or has_computed_group(select, tables)) \
+            and is_aggregate_query(select):
         return _aggregate_over(select, tables, dialect)
     if or_join is not None:
         return _or_union(*or_join, tables, dialect)
@@ -357,12 +360,15 @@ def _aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: s
     outer = select.copy()
     outer.set("expressions", [it if isinstance(it, exp.Alias) else exp.alias_(it, _item_name(it))
                               for it in outer.expressions])
+    computed = _computed_keys(outer, aliases, tables)
     used: dict[tuple[str, str], str] = {}
     for key in ("expressions", "group", "having"):
         value = outer.args.get(key)
         nodes = value if isinstance(value, list) else [value] if value is not None else []
         for node in nodes:
             for col in list(node.find_all(exp.Column)):
+                if col.table == "q__":  # a computed group key, already read from the nested view
+                    continue
                 if isinstance(col.this, exp.Star):
                     raise unsupported("* in a GROUP BY query", col)
                 owner = _owner(col, aliases, tables)
@@ -375,7 +381,8 @@ def _aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: s
     inner = select.copy()
     for key in ("group", "having", "order", "limit", "distinct"):
         inner.set(key, None)
-    inner.set("expressions", [exp.alias_(exp.column(c, a), n) for (a, c), n in used.items()]
+    inner.set("expressions", [exp.alias_(e, n) for n, e in computed]
+              + [exp.alias_(exp.column(c, a), n) for (a, c), n in used.items()]
               or [exp.alias_(exp.Literal.number(1), "one__")])
     relation = "__nested_q__"
     inner_def = translate_select_tree(inner, tables, dialect)
@@ -386,7 +393,65 @@ def _aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: s
                                                 alias=exp.TableAlias(this=exp.to_identifier("q__")))))
     outer.set("joins", None)
     outer.set("where", None)
-    return Derived([(relation, inner_def)], translate_select_tree(outer, extended, dialect))
+    try:
+        outer_def = translate_select_tree(outer, extended, dialect)
+    except IVMError as e:  # speak of the user's columns, not of the nested view's
+        text = re.sub(r"q__\.__g\d+", "the GROUP BY expression", str(e))
+        raise type(e)(re.sub(r"q__\.(\w+?)__(\w+)", r"\1.\2", text)) from None
+    return Derived([(relation, inner_def)], outer_def)
+
+
+def _group_items(select: exp.Select, aliases, tables) -> list[exp.Expression]:
+    """The GROUP BY items with positions and SELECT aliases resolved to their expressions."""
+    group = select.args.get("group")
+    if group is None:
+        return []
+    items = {it.alias.lower(): it.this for it in select.expressions if isinstance(it, exp.Alias)}
+    out = []
+    for g in group.expressions:
+        g = strip_parens(g)
+        if isinstance(g, exp.Literal) and not g.is_string and g.this.isdigit() \
+                and 1 <= int(g.this) <= len(select.expressions):
+            item = select.expressions[int(g.this) - 1]
+            g = item.this if isinstance(item, exp.Alias) else item
+        elif isinstance(g, exp.Column) and not g.table and g.name.lower() in items \
+                and not any(g.name.lower() in tables.get(t, []) for t in aliases.values()):
+            g = items[g.name.lower()]
+        out.append(strip_parens(g))
+    return out
+
+
+def has_computed_group(select: exp.Select, tables) -> bool:
+    """True if a GROUP BY item is an expression rather than a column."""
+    return any(not isinstance(g, exp.Column) for g in _group_items(select, _aliases(select), tables))
+
+
+def _computed_keys(outer: exp.Select, aliases, tables) -> list[tuple[str, exp.Expression]]:
+    """Replace computed GROUP BY expressions (in GROUP BY, SELECT, HAVING) by columns of the
+    nested view; returns ``(name, expression)`` for the nested view's SELECT list."""
+    group = outer.args.get("group")
+    if group is None:
+        return []
+    keys, out, new_group = {}, [], []
+    for g in _group_items(outer, aliases, tables):
+        if isinstance(g, exp.Column):
+            new_group.append(g.copy())
+            continue
+        text = g.sql()
+        if text not in keys:
+            keys[text] = f"__g{len(keys)}"
+            out.append((keys[text], g.copy()))
+        new_group.append(exp.column(keys[text], "q__"))
+
+    def swap(node):
+        name = keys.get(node.sql()) if not isinstance(node, (exp.Alias, exp.Column, exp.Literal)) else None
+        return exp.column(name, "q__") if name else node
+
+    outer.set("expressions", [it.transform(swap) for it in outer.expressions])
+    if outer.args.get("having") is not None:
+        outer.set("having", outer.args["having"].transform(swap))
+    group.set("expressions", new_group)
+    return out
 
 
 def _item_name(item: exp.Expression) -> str:
