@@ -13,7 +13,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..errors import UpdateError
+from ..errors import IVMError, UpdateError
 from .view import Change, Prepared
 
 
@@ -36,6 +36,13 @@ class NestedView:
             out += [t for t in v.tables if t not in out]
         out += [t for t in self.outer.tables if t not in out and t not in self._relations]
         return out
+
+    @property
+    def plan(self):
+        """A composite view has no single join plan (the pipeline's per-atom sharding and type
+        inference need one): say so instead of an AttributeError."""
+        raise IVMError("this view is made of several incremental views (nested views); it has no single "
+                       "join plan: use it from a session, or pass the column types")
 
     @property
     def query_class(self) -> str:

@@ -49,7 +49,10 @@ class ProjectView:
 
     @property
     def plan(self):
-        return self.inner.plan
+        """A composite view has no single join plan (the pipeline's per-atom sharding and type
+        inference need one): say so instead of an AttributeError."""
+        raise IVMError("this view is made of several incremental views (computed columns or residual filters); it has no single "
+                       "join plan: use it from a session, or pass the column types")
 
     def explain(self) -> str:
         spec = self.spec

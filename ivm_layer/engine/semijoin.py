@@ -49,6 +49,13 @@ class SemiJoinView:
         return out
 
     @property
+    def plan(self):
+        """A composite view has no single join plan (the pipeline's per-atom sharding and type
+        inference need one): say so instead of an AttributeError."""
+        raise IVMError("this view is made of several incremental views (a subquery condition); it has no single "
+                       "join plan: use it from a session, or pass the column types")
+
+    @property
     def query_class(self) -> str:
         return self.branches[0].query_class
 

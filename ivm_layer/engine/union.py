@@ -52,6 +52,13 @@ class SetOpView:
         return out
 
     @property
+    def plan(self):
+        """A composite view has no single join plan (the pipeline's per-atom sharding and type
+        inference need one): say so instead of an AttributeError."""
+        raise IVMError("this view is made of several incremental views (a set operation); it has no single "
+                       "join plan: use it from a session, or pass the column types")
+
+    @property
     def query_class(self) -> str:
         classes = [b.query_class for b in self.branches]
         return classes[0] if len(set(classes)) == 1 else " + ".join(classes)
