@@ -35,6 +35,7 @@ from .literals import strip_parens as _strip_parens
 from .literals import unsupported as _unsupported
 from .literals import user_text
 from .parse import has_nested_from, inline_nested, parse_select
+from ..engine.scalar import compile_condition
 from .scalar import ScalarTranslator
 
 _ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint", "distinct"}
@@ -281,8 +282,19 @@ class _Translator(ComparisonReader):
     # -- build the GCQ ------------------------------------------------------------------
     def _build(self, outputs: list[tuple[str, tuple]]) -> GCQ:
         find = self.uf.find
-        if not self.referenced:  # SELECT 1 FROM t: still one row per join result
-            first = self.alias_order[0]
+        # Conditions without columns (WHERE 1 IN (1, 2)) are decided now: TRUE ones vanish, the
+        # others make the view empty (a "never" filter on one column).
+        never = False
+        kept = []
+        for cond, node in self.expr_conditions:
+            if tree_vars(cond):
+                kept.append((cond, node))
+            elif compile_condition(cond, {}, self.dialect)(()) is not True:
+                never = True
+        self.expr_conditions = kept
+        first = self.alias_order[0]
+        first_key = f"{first}.{self.tables[self.aliases[first]][0]}"
+        if not self.referenced or never:  # SELECT 1 FROM t: still one row per join result
             self._column(exp.column(self.tables[self.aliases[first]][0], first))
         for cond, _node in self.expr_conditions:
             for v in tree_vars(cond):
@@ -304,6 +316,8 @@ class _Translator(ComparisonReader):
             else:
                 offset = offset_sub(right.offset, left.offset)
                 preds.append(Predicate(find(left.column), op, find(right.column), offset))
+        if never:
+            preds.append(Predicate(find(first_key), "never", None, None))
         residual, texts = [], []
         for cond, node in self.expr_conditions:
             cond = tree_rename(cond, find)
