@@ -88,7 +88,8 @@ def gen_view(seed: int) -> str:
     if rng.random() < 0.2:  # a set operation of two branches with the same number of columns
         n = rng.randint(1, 2)
         op = rng.choice(["UNION ALL", "UNION", "EXCEPT", "INTERSECT", "EXCEPT ALL", "INTERSECT ALL"])
-        return f"{_select(rng, n, wrap=False, numeric=True)} {op} {_select(rng, n, wrap=False, numeric=True)}"
+        numeric = rng.random() < 0.6  # else text and numbers meet (DuckDB: VARCHAR)
+        return f"{_select(rng, n, wrap=False, numeric=numeric)} {op} {_select(rng, n, wrap=False, numeric=numeric)}"
     r = rng.random()
     if r < 0.12:  # subquery conditions: [NOT] EXISTS, [NOT] IN (NULLs in both sides)
         inner = rng.choice(["s", "t"])

@@ -10,10 +10,11 @@ from __future__ import annotations
 from sqlglot import exp
 
 from ..errors import SQLError, UnsupportedSQLError
-from ..query import GCQ, SemiJoin, SetOperation, normalize_schema
+from ..query import GCQ, SemiJoin, SetOperation, normalize_schema, schema_types
 from .literals import position, unsupported
 from .parse import parse_select
 from .subqueries import definition_columns, translate_select_tree
+from .types import unify_branches
 
 _KINDS = {exp.Union: "union", exp.Except: "except", exp.Intersect: "intersect"}
 _ALLOWED = {"this", "expression", "distinct", "with", "with_", "by_name", "side", "kind", "on"}
@@ -26,7 +27,7 @@ def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ
     try:
         if isinstance(tree, exp.Select):
             return translate_select_tree(tree, tables, dialect)
-        return _setop(tree, tables, dialect, None)
+        return _setop(tree, tables, dialect, None, schema_types(schema))
     except RecursionError:
         raise SQLError("the definition is nested too deeply") from None
     except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as e:
@@ -35,7 +36,8 @@ def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ
                                   f"translated ({type(e).__name__}: {str(e)[:120]})") from None
 
 
-def _setop(node: exp.Expression, tables: dict[str, list[str]], dialect: str, with_: exp.Expression | None):
+def _setop(node: exp.Expression, tables: dict[str, list[str]], dialect: str, with_: exp.Expression | None,
+           types: dict[str, dict[str, str]]):
     if isinstance(node, exp.Subquery):
         node = node.this
     if isinstance(node, exp.Select):
@@ -58,12 +60,13 @@ def _setop(node: exp.Expression, tables: dict[str, list[str]], dialect: str, wit
         if own_with.args.get("recursive"):
             raise unsupported("WITH RECURSIVE (recursive queries are not maintained incrementally)", own_with)
         with_ = own_with
-    left = _setop(node.this, tables, dialect, with_)
-    right = _setop(node.expression, tables, dialect, with_)
+    left = _setop(node.this, tables, dialect, with_, types)
+    right = _setop(node.expression, tables, dialect, with_, types)
     lw, rw = _width(left), _width(right)
     if lw != rw:
         raise SQLError(f"{kind.upper()} branches have {lw} and {rw} columns; they must have the same number"
                        f"{position(node)}")
+    unify_branches([left, right], types)  # DuckDB's column types: INTEGER ∪ DOUBLE is DOUBLE, …
     distinct = bool(node.args.get("distinct", True))
     return SetOperation(kind, not distinct, [left, right], _columns(left))
 

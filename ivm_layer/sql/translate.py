@@ -16,6 +16,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
+from ..engine.scalar import compile_condition
 from ..errors import SQLError, UnsupportedSQLError
 from ..query import (
     GCQ,
@@ -35,7 +36,6 @@ from .literals import strip_parens as _strip_parens
 from .literals import unsupported as _unsupported
 from .literals import user_text
 from .parse import has_nested_from, inline_nested, parse_select
-from ..engine.scalar import compile_condition
 from .scalar import ScalarTranslator
 
 _ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint", "distinct"}
