@@ -92,6 +92,9 @@ class ComparisonReader:
         if left.column is None:  # constant op column  ->  column op' constant
             left, right, op = right, left, FLIP[op]
         if right.column is not None and op == "=" and not _nonzero(left.offset) and not _nonzero(right.offset):
+            if self.uf.find(left.column) == self.uf.find(right.column):  # x = x: true unless x is NULL
+                self.comparisons.append((left, "is not null", Side(None, None), node))
+                return
             self.uf.union(left.column, right.column)
             return
         if op == "<>" and right.column is not None and left.column.split(".")[0] != right.column.split(".")[0]:

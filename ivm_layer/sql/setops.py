@@ -14,7 +14,7 @@ from ..query import GCQ, SemiJoin, SetOperation, normalize_schema, schema_types
 from .literals import position, unsupported
 from .parse import parse_select
 from .subqueries import definition_columns, translate_select_tree
-from .types import unify_branches
+from .types import unify_branches, widen_mixed_branches
 
 _KINDS = {exp.Union: "union", exp.Except: "except", exp.Intersect: "intersect"}
 _ALLOWED = {"this", "expression", "distinct", "with", "with_", "by_name", "side", "kind", "on"}
@@ -24,10 +24,14 @@ def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ
     """A view definition: a GCQ, or a set operation over GCQs."""
     tables = normalize_schema(schema)
     tree = parse_select(sql, dialect)
+    types = schema_types(schema)
     try:
         if isinstance(tree, exp.Select):
-            return translate_select_tree(tree, tables, dialect)
-        return _setop(tree, tables, dialect, None, schema_types(schema))
+            d = translate_select_tree(tree, tables, dialect)
+        else:
+            d = _setop(tree, tables, dialect, None, types)
+        widen_mixed_branches(d, types)  # DuckDB: CASE/coalesce over INTEGER and DOUBLE is DOUBLE
+        return d
     except RecursionError:
         raise SQLError("the definition is nested too deeply") from None
     except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as e:

@@ -159,3 +159,47 @@ def unify_branches(branches: list, types: dict[str, dict[str, str]]) -> None:
         for b, p in zip(branches, per):
             if p[i] != target:
                 cast_column(b, i, _CAST_TO[target])
+
+
+def _widen(e: Any, var: dict[str, str | None], dialect: str) -> Any:
+    """``e`` with the values of CASE branches / coalesce arguments cast to DOUBLE where DuckDB's
+    common type of them is DOUBLE (an INTEGER or DECIMAL branch then yields a float)."""
+    if not isinstance(e, tuple) or not e or not isinstance(e[0], str) or e[0] == "const":
+        return e
+    tag = e[0]
+    if tag == "var":
+        return e
+    if tag == "case":
+        whens = tuple((_widen(c, var, dialect), _widen(v, var, dialect)) for c, v in e[1])
+        other = _widen(e[2], var, dialect)
+        values = [v for _c, v in whens] + [other]
+        if unify([expr_type(v, var, dialect) for v in values]) == "float":
+            whens = tuple((c, _to_float(v, var, dialect)) for c, v in whens)
+            other = _to_float(other, var, dialect)
+        return ("case", whens, other)
+    if tag == "fn" and e[1] == "coalesce":
+        args = tuple(_widen(a, var, dialect) for a in e[2])
+        if unify([expr_type(a, var, dialect) for a in args]) == "float":
+            args = tuple(_to_float(a, var, dialect) for a in args)
+        return ("fn", "coalesce", args)
+    return tuple(_widen(x, var, dialect) if isinstance(x, tuple) else x for x in e)
+
+
+def _to_float(e: tuple, var, dialect: str) -> tuple:
+    return e if expr_type(e, var, dialect) in ("float", None) else ("cast", e, "double")
+
+
+def widen_mixed_branches(d: Any, types: dict[str, dict[str, str]]) -> None:
+    """Apply :func:`_widen` to the computed columns of every definition under ``d``."""
+    if isinstance(d, GCQ):
+        if d.projection is not None:
+            var = _var_types(d, types)
+            d.projection.exprs = [_widen(e, var, d.projection.dialect) for e in d.projection.exprs]
+        return
+    for sub in getattr(d, "branches", None) or []:
+        widen_mixed_branches(sub, types)
+    for attr in ("left", "right", "outer"):
+        if hasattr(d, attr):
+            widen_mixed_branches(getattr(d, attr), types)
+    for _rel, sub in getattr(d, "nested", None) or []:
+        widen_mixed_branches(sub, types)
