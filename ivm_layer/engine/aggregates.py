@@ -24,7 +24,7 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import replace
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
@@ -32,7 +32,9 @@ from sortedcontainers import SortedList
 from ..errors import ConcurrentModificationError, SQLError, UpdateError
 from ..planner import plan as make_plan
 from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
+from .exact import EXACT, numeric_avg
 from .leaves import value_kind
+from .scalar import SCALAR_TAGS, compile_scalar
 from .values import canonical
 from .view import Prepared, View, chunked_rows as _chunks
 
@@ -71,6 +73,8 @@ def compile_expr(e: Expr, pos: Mapping[str, int], aggs: Callable[[int], Any] | N
     """A closure evaluating ``e`` on a tuple (variables read at ``pos``), with SQL NULLs and
     three-valued logic. HAVING closures receive ``(group key, state)`` through ``aggs``/``groups``."""
     tag = e[0]
+    if tag in SCALAR_TAGS:  # CASE, functions, CAST, … (ivm_layer.engine.scalar)
+        return compile_scalar(e, pos)
     if tag == "var":
         i = pos[e[1]]
         return lambda t: t[i]
@@ -310,7 +314,7 @@ class _Slot:
         self.summed = False  # a multiset SUM/AVG(DISTINCT) reads: keep the sum of its values
 
 
-def _reader(agg: Aggregate, slots: dict[tuple, _Slot]) -> Callable[[list], Any]:
+def _reader(agg: Aggregate, slots: dict[tuple, _Slot], dialect: str = "duckdb") -> Callable[[list], Any]:
     """f(state) -> the aggregate's SQL result."""
     if agg.arg is None:
         return lambda st: st[0]
@@ -338,6 +342,8 @@ def _reader(agg: Aggregate, slots: dict[tuple, _Slot]) -> Callable[[list], Any]:
     s = slots[("sum", agg.arg)].index
     if agg.func == "sum":
         return lambda st: st[s] if st[n] else None
+    if dialect == "postgres":  # AVG(numeric) is a numeric in PostgreSQL
+        return lambda st: numeric_avg(st[s], st[n]) if isinstance(st[s], Decimal) else _avg(st[s], st[n])
     return lambda st: _avg(st[s], st[n])
 
 
@@ -435,7 +441,7 @@ class AggregateView:
                     if v == var:
                         self._checks.setdefault(a.relation, []).append((j, v, False))
                         self._value_kinds[(a.relation, j, False)] = kind
-        self._readers = [_reader(agg, slots) for agg in spec.aggregates]
+        self._readers = [_reader(agg, slots, getattr(spec, "dialect", "duckdb")) for agg in spec.aggregates]
         readers = self._readers
         self._having = (compile_expr(spec.having, {}, aggs=lambda j, gs: readers[j](gs[1]),
                                      groups=lambda j, gs: gs[0][j]) if spec.having is not None else None)
@@ -633,7 +639,8 @@ class AggregateView:
         base = self._base
         validated = base._validate(batch)  # raises before anything changes
         kinds = self._check_values(validated)
-        steps = base._prepare_validated(validated, {})
+        with localcontext(EXACT):  # DECIMAL(38, s) sums need more than 28 digits
+            steps = base._prepare_validated(validated, {})
         return Prepared(self, self._version, (kinds, steps))
 
     def commit(self, prepared: Prepared, want_change: bool = False) -> Change:
@@ -649,6 +656,10 @@ class AggregateView:
         return self._commit_steps(*p.steps)
 
     def _commit_steps(self, kinds: dict, steps: list) -> Change:
+        with localcontext(EXACT):  # DECIMAL(38, s) sums need more than 28 digits
+            return self._commit_exact(kinds, steps)
+
+    def _commit_exact(self, kinds: dict, steps: list) -> Change:
         base = self._base
         self._value_kinds.update(kinds)
         self._version += 1

@@ -93,8 +93,13 @@ class LeafExtractor:
             if t[i] is None:
                 return None
         f = self.filter
-        if f is not None and not f(t):
-            return None
+        if f is not None:
+            try:
+                if not f(t):
+                    return None
+            except TypeError:  # e.g. text where a filter adds a number: refuse before any change
+                raise UpdateError(f"row {row!r} of atom {self.alias}: a value has the wrong type for the "
+                                  "view's conditions; no change was applied") from None
         return t
 
     def leaf_tuple(self, row: tuple, pending: dict[str, str]) -> tuple | None:
@@ -187,7 +192,7 @@ def ordered_variable_kinds(gcq: GCQ) -> tuple[dict[str, str | None], set[str], s
     temporal: set[str] = set()
     strict: set[str] = set()
     for p in gcq.predicates:
-        if p.op in ("is null", "is not null", "never"):
+        if p.op in ("is null", "is not null", "never", "expr"):
             continue
         strict |= p.vars
         if p.op in ("like", "not like", "ilike", "not ilike"):

@@ -7,7 +7,13 @@ import re
 from typing import Any, Callable
 
 from ..query import Predicate
+from .scalar import compile_condition
 from .values import canonical, offset_adder, typed_offset
+
+
+def expr_check(cond: Any, pos: dict[str, int]) -> Callable[[tuple], bool]:
+    """A :class:`~ivm_layer.query.Condition` over one tuple: True where it is TRUE."""
+    return compile_condition(cond.expr, pos, cond.dialect)
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq,
@@ -23,11 +29,14 @@ def _like_regex(pattern: str, ignore_case: bool) -> "re.Pattern[str]":
     return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
 
 
-def _unary_check(p: Predicate, i: int) -> Callable[[tuple], bool]:
+def _unary_check(p: Predicate, i: int, pos: dict[str, int]) -> Callable[[tuple], bool]:
     """One constant filter on position ``i`` under SQL semantics (NULL -> not true)."""
     op, c = p.op, p.offset
     c = [canonical(x) for x in c] if op in ("in", "not in") else canonical(c)
     if op == "never":
+        return lambda t: False
+    if op == "expr":  # a condition of any shape: see ivm_layer.engine.scalar
+        return expr_check(c, pos)
         return lambda t: False
     if op == "is null":
         return lambda t: t[i] is None
@@ -66,7 +75,7 @@ def compile_filter(preds: list[Predicate], pos: dict[str, int]) -> Callable[[tup
     for p in preds:
         i = pos[p.left]
         if p.right is None:
-            checks.append(_unary_check(p, i))
+            checks.append(_unary_check(p, i, pos))
             continue
         op, j, c = OPS[p.op], pos[p.right], p.offset or 0
         if c and typed_offset(c):

@@ -485,3 +485,12 @@ def _set_change(counts: dict[tuple, int], change: list[tuple[tuple, int]]) -> li
         elif before > 0 and after == 0:
             out.append((row, -1))
     return out
+
+
+def base_rows_of(views: Iterable[Any], table: str) -> Mapping[tuple, int]:
+    """``table``'s rows from the first of ``views`` that reads it (composite views)."""
+    name = str(table).lower()
+    for v in views:
+        if name in v.tables:
+            return v.base_rows(name)
+    raise UpdateError(f"unknown table {table!r}")

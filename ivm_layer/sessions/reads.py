@@ -75,7 +75,9 @@ def view_reader(view, schema):
     enumeration (``rows_batches``: its inner loops run at C speed)."""
     import pyarrow as pa
 
-    return pa.RecordBatchReader.from_batches(schema, record_batches(view.rows_batches(BATCH_ROWS), schema))
+    batches = getattr(view, "rows_batches", None)  # composite views enumerate row by row
+    chunks = batches(BATCH_ROWS) if batches is not None else chunks_of(view.rows())
+    return pa.RecordBatchReader.from_batches(schema, record_batches(chunks, schema))
 
 
 _warming: threading.Thread | None = None
