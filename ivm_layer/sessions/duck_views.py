@@ -55,6 +55,8 @@ class ViewState(ViewStateBase):
     subscribers: list = field(default_factory=list)
     source_types: dict = field(default_factory=dict)  # table -> DuckDB column types at creation
     rebuilds: int = 0           # times a write to a static table rebuilt the view
+    sql: str = ""               # the SELECT the engine compiles: views it reads inlined as WITH items
+    depends: list = field(default_factory=list)   # incremental views it reads
 
     @property
     def static(self) -> set[str]:
@@ -119,11 +121,11 @@ class DuckViews:
             self.drop(name)
         if self.object_exists(name):
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
-        schema = self.schema_for(st)
-        view = self.compile(st, schema)
+        sql, depends, schema = self.expand(st)
+        view = self.compile(st, schema, sql)
         self.conn.execute("BEGIN TRANSACTION")
         try:
-            vs = self.install(st, view, schema, fresh_table=True)
+            vs = self.install(st, view, schema, fresh_table=True, sql=sql, depends=depends)
             self.conn.execute(f"INSERT INTO {duck.SCHEMA}.views VALUES (?, ?, ?)",
                               [name, "materialized" if st.materialized else "incremental",
                                st.definition("duckdb")]).fetchall()
@@ -139,30 +141,46 @@ class DuckViews:
         self.views[vs.name] = vs
         self.names.set(self.views)
 
-    def schema_for(self, st: CreateIncrementalView) -> dict[str, dict[str, str]]:
+    def expand(self, st: CreateIncrementalView) -> tuple[str, list[str], dict[str, dict[str, str]]]:
+        """``(SELECT to compile, incremental views it reads, schema of its base tables)``. A view
+        over incremental views reads their definitions as WITH items (select–project–join ones
+        are inlined, others become nested views), so it is maintained from the same base-table
+        changes as they are."""
+        depends = [t for t in st.tables if t in self.views]
+        sql = st.select_sql
+        tables = [t for t in st.tables if t not in self.views]
+        for d in depends:
+            vs = self.healthy(self.views[d])
+            if is_parameterized(vs.view):
+                raise SQLError(f"incremental view {st.name!r} reads parameterized view {d!r}: read it "
+                               f"in a query with its inputs instead")
+            tables += [t for t in vs.tables if t not in tables]
+        if depends:
+            items = ", ".join(f"{quote(d)} AS ({self.views[d].sql})" for d in depends)
+            body = sql.lstrip()
+            sql = (f"WITH {items}, {body[4:].lstrip()}" if body[:4].upper() == "WITH" and body[4:5].isspace()
+                   else f"WITH {items} {body}")
         schema: dict[str, dict[str, str]] = {}
-        for t in st.tables:
-            if t in self.views:
-                raise SQLError(f"incremental view {st.name!r} reads incremental view {t!r}: "
-                               "views over views are not supported yet")
+        for t in tables:
             cols = duck.table_columns(self.conn, t)
             if cols is not None:
                 schema[t] = cols
         if not schema:
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
                            if st.tables else f"incremental view {st.name!r} reads no table")
-        return schema
+        return sql, depends, schema
 
     @staticmethod
-    def compile(st: CreateIncrementalView, schema: dict):
+    def compile(st: CreateIncrementalView, schema: dict, sql: str):
         static = tuple(getattr(st, "static", ()) or ())
         if static:
-            return compile_view(st.select_sql, schema, dialect="duckdb", static=static)
-        return compile_view(st.select_sql, schema, dialect="duckdb")
+            return compile_view(sql, schema, dialect="duckdb", static=static)
+        return compile_view(sql, schema, dialect="duckdb")
 
-    def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool) -> ViewState:
+    def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool,
+                sql: str, depends: list[str]) -> ViewState:
         """Track the base tables, bulk-load the view, describe (and fill) its table."""
-        desc = self.conn.execute(f"DESCRIBE {_describable(st.select_sql, view)}").fetchall()
+        desc = self.conn.execute(f"DESCRIBE {_describable(sql, view)}").fetchall()
         desc = [r for r in desc if not _hidden(r[0], view)]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
@@ -172,7 +190,7 @@ class DuckViews:
             columns = list(st.columns)
         if len(types) != len(view.columns):
             raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
-        vs = ViewState(st, view, list(view.tables), columns, types)
+        vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends))
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
             if t not in self.captures:
@@ -230,7 +248,7 @@ class DuckViews:
         """A static table of ``vs`` changed: recompile and reload the view from the tables as
         they are now (O(N), inside the statement's transaction; undone by a rollback)."""
         schema = {t: dict(zip(self.captures[t].columns, vs.source_types[t])) for t in vs.tables}
-        view = self.compile(vs.stmt, schema)
+        view = self.compile(vs.stmt, schema, vs.sql)
         self.load(vs.name, view, vs.tables, vs.static)
         undo.append((vs, Rebuilt(vs.view, vs.rebuilds)))
         vs.view = view
@@ -241,6 +259,9 @@ class DuckViews:
 
     # -- dropping and stopping ------------------------------------------------------------------
     def drop(self, name: str) -> None:
+        readers = sorted(v.name for v in self.views.values() if name in v.depends)
+        if readers:
+            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first")
         vs = self.views[name]
         self.conn.execute("BEGIN TRANSACTION")
         try:
@@ -278,7 +299,7 @@ class DuckViews:
         duck.ensure_catalog(self.conn)
         duck.drop_legacy_shadows(self.conn)
         rows = self.conn.execute(f"SELECT name, kind, definition FROM {duck.SCHEMA}.views ORDER BY name").fetchall()
-        for name, kind, definition in rows:
+        for name, kind, definition in _dependency_order(rows):
             try:
                 vs = self.resume(name, kind, definition)
             except Exception as e:  # one bad row must not make the database unopenable
@@ -305,11 +326,11 @@ class DuckViews:
             raise IVMError(f"table {name!r} was not created by ivm-layer; it was left untouched")
         if not st.materialized and self.object_exists(name, "'main'"):
             raise IVMError(f"a table or view {name!r} exists in the database; it was left untouched")
-        schema = self.schema_for(st)
-        view = self.compile(st, schema)
+        sql, depends, schema = self.expand(st)
+        view = self.compile(st, schema, sql)
         self.conn.execute("BEGIN TRANSACTION")
         try:
-            vs = self.install(st, view, schema, fresh_table=not exists)
+            vs = self.install(st, view, schema, fresh_table=not exists, sql=sql, depends=depends)
             self.conn.execute("COMMIT")
         except BaseException:
             self.conn.execute("ROLLBACK")
@@ -338,3 +359,30 @@ def _hidden(column: str, view) -> bool:
     from ..sql.params import HIDDEN, RANGE
 
     return column.startswith((HIDDEN, RANGE))
+
+
+def _dependency_order(rows: list[tuple]) -> list[tuple]:
+    """Catalog rows with every view after the views its definition names (a view over views
+    resumes once they exist); rows in a cycle or naming unknown views keep their place at the
+    end, where resuming them reports the problem."""
+    names = {r[0] for r in rows}
+    reads: dict[str, set[str]] = {}
+    for name, _, definition in rows:
+        try:
+            st = classify(definition, "duckdb")
+            reads[name] = {t for t in getattr(st, "tables", ()) if t in names and t != name}
+        except Exception:  # a bad row: resumed (and reported) in its turn
+            reads[name] = set()
+    done: set[str] = set()
+    out: list[tuple] = []
+    pending = list(rows)
+    while pending:
+        ready = [r for r in pending if reads[r[0]] <= done]
+        if not ready:
+            out.extend(pending)
+            break
+        for r in ready:
+            out.append(r)
+            done.add(r[0])
+        pending = [r for r in pending if r[0] not in done]
+    return out
