@@ -117,7 +117,7 @@ def test_script_errors_report_positions_and_exit_statuses(tmp_path):
     script.write_text("CREATE TABLE r (a INT, b INT);\n"
                       "INSERT INTO r VALUES (1, 2);\n"
                       "SELECT a,\n       nope FROM r;\n"
-                      "CREATE INCREMENTAL VIEW w AS SELECT * FROM r x, r y WHERE x.a = 1 OR y.b = 2;\n"
+                      "CREATE INCREMENTAL VIEW w AS SELECT a, row_number() OVER () AS n FROM r;\n"
                       "\\d missing\n"
                       "SELECT 'still running' AS state;\n")
     r = run_shell(tmp_path, "-f", str(script))
@@ -125,7 +125,7 @@ def test_script_errors_report_positions_and_exit_statuses(tmp_path):
     errs = r.stderr.splitlines()
     assert errs[0].startswith(f"ivm:{script}:3: ERROR:  Binder Error") and "nope" in r.stderr
     layer = [e for e in errs if e.startswith(f"ivm:{script}:5: ERROR:")]
-    assert layer and "OR" in layer[0]                 # the layer's own message
+    assert layer and "window" in layer[0].lower()     # the layer's own message
     assert any(e.startswith(f"ivm:{script}:6: ERROR:  did not find any relation named 'missing'")
                for e in errs)
     assert "still running" in r.stdout
