@@ -70,12 +70,14 @@ import sqlglot
 from sqlglot import exp
 
 from connectors import postgres as pgc
-from connectors.pgoutput import PgOutputDecoder, Transaction, ValueDecoder, lsn_str
+from connectors.pgconn import ConnectionLostError, ControlConnection
+from connectors.pgoutput import Transaction, ValueDecoder, lsn_str
 
 from ..compile import compile_view
 from ..engine.view import View
 from ..errors import IVMError, SQLError
 from .core import Cursor, SessionBase, ViewStateBase, dedupe_names
+from .pg_stream import ReplicationError, StreamReader
 from ..sql.statements import (
     CreateIncrementalView,
     DropView,
@@ -86,12 +88,19 @@ from ..sql.statements import (
 
 SYNC_PREFIX = "ivm-layer-sync"
 CHECKPOINT_VERSION = 1
-QUEUE_TRANSACTIONS = 20_000      # decoded transactions buffered per view before reading pauses
 
 
 class SourceChangedError(IVMError):
     """A source table changed in a way the view cannot follow (a used column dropped or
     retyped, replica identity lost): the view is stopped; drop and re-create it."""
+
+
+class ViewStoppedError(IVMError):
+    """A read of a view that was stopped (its cause is chained and in the message)."""
+
+
+class ViewStoppedWarning(UserWarning):
+    """A view stopped while the session applied changes; its own reads raise from now on."""
 
 
 class LagWarning(UserWarning):
@@ -100,11 +109,12 @@ class LagWarning(UserWarning):
 
 def connect_postgres(url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
                      set_replica_identity: bool = False, checkpoint_seconds: float = 30.0,
-                     lag_warning_bytes: int = 1 << 30) -> PostgresSession:
+                     lag_warning_bytes: int = 1 << 30, reconnect_seconds: float = 60.0) -> PostgresSession:
     """Open a session on a PostgreSQL database (see the module docstring)."""
     return PostgresSession(url, session=session, state_dir=state_dir,
                            set_replica_identity=set_replica_identity,
-                           checkpoint_seconds=checkpoint_seconds, lag_warning_bytes=lag_warning_bytes)
+                           checkpoint_seconds=checkpoint_seconds, lag_warning_bytes=lag_warning_bytes,
+                           reconnect_seconds=reconnect_seconds)
 
 
 def default_state_dir(url: str, session: str) -> Path:
@@ -129,44 +139,6 @@ def slot_name(db: str, session: str, view: str) -> str:
 
 
 @dataclass
-class _Reader:
-    """The background thread owning one view's replication connection."""
-
-    stream: pgc.ReplicationStream
-    out: queue.Queue
-    stop: threading.Event = field(default_factory=threading.Event)
-    thread: threading.Thread | None = None
-    received_lsn: int = 0        # stream position with everything before it queued
-
-    def run(self) -> None:
-        dec = PgOutputDecoder()
-        try:
-            while not self.stop.is_set():
-                for lsn, payload in self.stream.read(0.2):
-                    txn = dec.feed(payload, lsn)
-                    if txn is not None:
-                        self._put(txn)
-                if not dec.in_transaction:
-                    self.received_lsn = self.stream.received_lsn
-        except BaseException as e:  # noqa: BLE001 - handed to the consumer thread, which stops the view
-            if not self.stop.is_set():
-                self.out.put(e)
-        finally:
-            self.stream.close()
-
-    def _put(self, txn: Transaction) -> None:
-        """Queue a transaction; while the consumer is far behind (queue full) stop reading,
-        so the server holds the WAL, but keep sending status updates so that the walsender
-        does not time the connection out."""
-        while not self.stop.is_set():
-            try:
-                self.out.put(txn, timeout=1.0)
-                return
-            except queue.Full:
-                self.stream.send_status()
-
-
-@dataclass
 class _PgView(ViewStateBase):
     stmt: CreateIncrementalView
     view: View
@@ -180,10 +152,10 @@ class _PgView(ViewStateBase):
     checkpoint_lsn: int = 0                 # durable in the checkpoint file
     table_lsn: int = 0                      # materialized: durable in ivm.progress
     last_checkpoint: float = 0.0
-    reader: _Reader | None = None
+    reader: StreamReader | None = None
     error: BaseException | None = None
     version: int = 0
-    temp_version: int = -1
+    temp_version: Any = -1
     seen_tokens: set = field(default_factory=set)
     last_commit_time: Any = None
     pending_since: Any = None
@@ -198,7 +170,7 @@ class PostgresSession(SessionBase):
 
     def __init__(self, url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
                  set_replica_identity: bool = False, checkpoint_seconds: float = 30.0,
-                 lag_warning_bytes: int = 1 << 30):
+                 lag_warning_bytes: int = 1 << 30, reconnect_seconds: float = 60.0):
         if not re.fullmatch(r"[A-Za-z0-9_]+", session):
             raise IVMError(f"session name {session!r}: use letters, digits and underscores")
         self.url = url
@@ -207,9 +179,12 @@ class PostgresSession(SessionBase):
         self.set_replica_identity = set_replica_identity
         self.checkpoint_seconds = checkpoint_seconds
         self.lag_warning_bytes = lag_warning_bytes
+        self.reconnect_seconds = reconnect_seconds
         self._values = ValueDecoder()
         self._conn = pgc.connect(url)            # the user's statements
-        self._ctl = pgc.connect(url)             # catalog, markers, materialized writes, lag
+        self._conn_generation = 0                # bumped when _conn is re-opened (TEMP tables gone)
+        # catalog, markers, materialized writes, lag: re-opened when the server restarts
+        self._ctl = ControlConnection(lambda: pgc.connect(url), url, reconnect_seconds)
         self._db = self._ctl.execute("SELECT current_database()").fetchone()[0]
         self._views: dict[str, _PgView] = {}
         self._dirty = False
@@ -237,20 +212,25 @@ class PostgresSession(SessionBase):
         earlier is applied too."""
         self._check_open()
         self._check_sources()
-        self._raise_stopped()
-        if not self._views:
+        if not any(vs.error is None for vs in self._views.values()):
             return
         token = uuid.uuid4().hex
-        with self._ctl.transaction():
-            self._ctl.execute("SET LOCAL synchronous_commit TO on")
-            self._ctl.execute("SELECT pg_logical_emit_message(true, %s, %s)", [SYNC_PREFIX, token])
+        for attempt in range(2):
+            try:
+                with self._ctl.transaction() as c:
+                    c.execute("SET LOCAL synchronous_commit TO on")
+                    c.execute("SELECT pg_logical_emit_message(true, %s, %s)", [SYNC_PREFIX, token])
+                break
+            except ConnectionLostError:
+                if attempt:
+                    raise
         deadline = time.monotonic() + timeout
-        pending = list(self._views.values())
+        pending = [vs for vs in self._views.values() if vs.error is None]
         while pending:
             for vs in pending:
                 self._apply_available(vs, 0.0)
-            self._raise_stopped()
-            pending = [vs for vs in pending if token not in vs.seen_tokens]
+            # a view that stops on the way reports it on its own reads (ViewStoppedWarning now)
+            pending = [vs for vs in pending if token not in vs.seen_tokens and vs.error is None]
             if not pending:
                 break
             left = deadline - time.monotonic()
@@ -281,8 +261,13 @@ class PostgresSession(SessionBase):
             if n:
                 break
         self._check_lag()
-        self._raise_stopped()
         return n
+
+    def view(self, name: str) -> View:
+        """The engine view ``name``; a stopped view raises :class:`ViewStoppedError`."""
+        vs = self._state(name)
+        self._check_stopped(vs)
+        return super().view(name)
 
     def _view_lag(self, vs: _PgView) -> tuple[int, float]:
         return self._lag(vs, pgc.slot_lag(self._ctl, vs.slot))
@@ -343,7 +328,19 @@ class PostgresSession(SessionBase):
     def _in_user_txn(self) -> bool:
         from psycopg import pq
 
-        return self._conn.pgconn.transaction_status != pq.TransactionStatus.IDLE
+        return self._conn.pgconn.transaction_status not in (pq.TransactionStatus.IDLE,
+                                                            pq.TransactionStatus.UNKNOWN)
+
+    def _user_conn(self):
+        """The user's connection, re-opened if the server restarted or dropped it (psql does
+        the same: a transaction that was open is gone, and so are TEMP tables and SETs)."""
+        if self._conn.closed or self._conn.broken:
+            with contextlib.suppress(Exception):
+                self._conn.close()
+            ctl = ControlConnection(lambda: pgc.connect(self.url), self.url, self.reconnect_seconds)
+            self._conn = ctl.conn
+            self._conn_generation += 1
+        return self._conn
 
     def _execute_one(self, text: str, params) -> Cursor:
         st = classify(text, self.dialect)
@@ -369,16 +366,25 @@ class PostgresSession(SessionBase):
             return self._run(text, params)
         if isinstance(st, SelectStatement):
             served = [self._views[t] for t in st.tables if t in self._views and not self._views[t].materialized]
-            if any(t in self._views for t in st.tables):
+            read = [self._views[t] for t in st.tables if t in self._views]
+            if read:
                 if self._dirty and not self._in_user_txn():
                     self.sync()             # read your own committed writes
                 else:
                     self.poll()
+                for vs in read:
+                    self._check_stopped(vs)
             for vs in served:
-                if vs.error is not None:
-                    raise SourceChangedError(f"incremental view {vs.name!r} is stopped: {vs.error}")
                 self._refresh_temp(vs)
-            return self._run(text, params)
+            if not served or self._in_user_txn():
+                return self._run(text, params)
+            try:
+                return self._run(text, params)
+            except ConnectionLostError:
+                # a read of served views only: reload them on the new connection and read again
+                for vs in served:
+                    self._refresh_temp(vs)
+                return self._run(text, params)
         if isinstance(st, TransactionControl):
             cur = self._run(text, params)
             if st.action == "commit":
@@ -399,19 +405,25 @@ class PostgresSession(SessionBase):
     def _run(self, text: str, params) -> Cursor:
         import psycopg
 
+        conn = self._user_conn()
         try:
-            res = self._conn.execute(text, params)
+            res = conn.execute(text, params)
         except psycopg.Error as e:
-            raise SQLError(str(e).strip()) from e
+            if conn.closed or conn.broken:
+                raise ConnectionLostError(
+                    f"the connection to PostgreSQL was lost while running the statement ({str(e).strip()}); "
+                    "it may not have run, and an open transaction was rolled back; the session "
+                    "reconnects on the next statement") from None
+            raise SQLError(str(e).strip()) from None
         desc = res.description
         rows = res.fetchall() if desc is not None else []
         return Cursor(desc, rows, res.rowcount)
 
     # -- applying the stream ----------------------------------------------------------------
-    def _raise_stopped(self) -> None:
-        for vs in self._views.values():
-            if vs.error is not None:
-                raise SourceChangedError(f"incremental view {vs.name!r} is stopped: {vs.error}") from vs.error
+    @staticmethod
+    def _check_stopped(vs: _PgView) -> None:
+        if vs.error is not None:
+            raise ViewStoppedError(f"incremental view {vs.name!r} is stopped: {vs.error}") from vs.error
 
     def _apply_available(self, vs: _PgView, timeout: float) -> int:
         """Drain ``vs``'s queue (waiting up to ``timeout`` for the first item) and apply it as
@@ -419,12 +431,13 @@ class PostgresSession(SessionBase):
         if vs.error is not None or vs.reader is None:
             return 0
         txns: list[Transaction] = []
+        failure: BaseException | None = None
         q = vs.reader.out
         try:
             item = q.get(timeout=timeout) if timeout > 0 else q.get_nowait()
             while True:
                 if isinstance(item, BaseException):
-                    self._stop(vs, item)
+                    failure = item
                     break
                 txns.append(item)
                 if len(txns) >= 5000:
@@ -435,6 +448,8 @@ class PostgresSession(SessionBase):
         n = 0
         if txns:
             n = self._apply(vs, txns)
+        if failure is not None and vs.error is None:
+            self._stop(vs, failure)
         if (vs.error is None and time.monotonic() - vs.last_checkpoint >= self.checkpoint_seconds
                 and vs.applied_lsn > vs.checkpoint_lsn):
             self._write_checkpoint(vs)
@@ -442,10 +457,12 @@ class PostgresSession(SessionBase):
         return n
 
     def _stop(self, vs: _PgView, err: BaseException) -> None:
+        """Stop one view: its reads raise ``err`` from now on; other views carry on."""
         if not isinstance(err, IVMError):
-            err = SourceChangedError(f"replication stream failed: {err}")
+            err = ReplicationError(f"view {vs.name!r}: applying the stream failed: {type(err).__name__}: {err}")
         vs.error = err
         self._stop_reader(vs)
+        warnings.warn(f"incremental view {vs.name!r} stopped: {err}", ViewStoppedWarning, stacklevel=4)
 
     def _apply(self, vs: _PgView, txns: list[Transaction]) -> int:
         delta: dict[str, Counter] = {}
@@ -463,7 +480,7 @@ class PostgresSession(SessionBase):
             except SourceChangedError as e:
                 stop = e
                 break
-            if txn.end_lsn <= vs.applied_lsn:
+            if txn.end_lsn <= last:
                 continue                       # already in the checkpoint: skip (restart)
             tdelta: dict[str, Counter] = {}
             for t in txn.truncated:
@@ -518,9 +535,7 @@ class PostgresSession(SessionBase):
                 late = {t: [(r, k) for r, k in c.items() if k] for t, c in table_delta.items()}
                 late = {t: rows for t, rows in late.items() if rows}
                 change = vs.view.diff(late) if late else []
-            with self._ctl.transaction():
-                self._write_change(vs, change)
-                self._ctl.execute("UPDATE ivm.progress SET lsn = %s WHERE slot = %s", [lsn, vs.slot])
+            self._write_table(vs, change, lsn)
             vs.table_lsn = lsn
         elif batch:
             vs.view.apply(batch)
@@ -535,6 +550,24 @@ class PostgresSession(SessionBase):
         vs.applied_lsn = lsn
         if batch:
             vs.version += 1
+
+    def _write_table(self, vs: _PgView, change: list[tuple[tuple, int]], lsn: int) -> None:
+        """The view change and ``ivm.progress`` in one PostgreSQL transaction. When the
+        connection is lost on the way (server restart), the transaction either committed or
+        was rolled back: ``ivm.progress`` tells which, and the write is repeated if needed."""
+        deadline = time.monotonic() + self.reconnect_seconds
+        while True:
+            try:
+                with self._ctl.transaction():
+                    self._write_change(vs, change)
+                    self._ctl.execute("UPDATE ivm.progress SET lsn = %s WHERE slot = %s", [lsn, vs.slot])
+                return
+            except ConnectionLostError:
+                if time.monotonic() > deadline:
+                    raise
+                done = self._ctl.execute("SELECT lsn FROM ivm.progress WHERE slot = %s", [vs.slot]).fetchone()
+                if done and done[0] >= lsn:
+                    return
 
     def _check_relation(self, vs: _PgView, table: str, rel) -> None:
         if table not in vs.used:
@@ -562,7 +595,7 @@ class PostgresSession(SessionBase):
         ack = vs.checkpoint_lsn
         if vs.materialized:
             ack = min(ack, vs.table_lsn)
-        vs.reader.stream.flushed_lsn = max(vs.reader.stream.flushed_lsn, ack)
+        vs.reader.acknowledge(ack)
 
     # -- lag --------------------------------------------------------------------------------
     def _lag(self, vs: _PgView, slot: pgc.SlotLag | None) -> tuple[int, float]:
@@ -802,20 +835,24 @@ class PostgresSession(SessionBase):
                 raise
 
     def _start_reader(self, vs: _PgView, stream: pgc.ReplicationStream) -> None:
-        rd = _Reader(stream, queue.Queue(maxsize=QUEUE_TRANSACTIONS))
-        rd.received_lsn = vs.applied_lsn
-        rd.thread = threading.Thread(target=rd.run, name=f"ivm-pg-{vs.name}", daemon=True)
-        vs.reader = rd
-        rd.thread.start()
+        slot = vs.slot
+
+        def reopen(lsn: int) -> pgc.ReplicationStream:
+            st = pgc.ReplicationStream(self.url)
+            try:
+                st.start(slot, slot, lsn)
+            except BaseException:
+                st.close()
+                raise
+            return st
+
+        vs.reader = StreamReader(reopen, stream, vs.name, slot, vs.applied_lsn,
+                                 reconnect_seconds=self.reconnect_seconds).start()
 
     def _stop_reader(self, vs: _PgView) -> None:
-        rd = vs.reader
-        if rd is None:
-            return
-        rd.stop.set()
-        if rd.thread is not None and rd.thread is not threading.current_thread():
-            rd.thread.join(timeout=10)
-        vs.reader = None
+        if vs.reader is not None:
+            vs.reader.close()
+            vs.reader = None
 
     def _drop_view(self, name: str) -> None:
         vs = self._views[name]
@@ -884,16 +921,26 @@ class PostgresSession(SessionBase):
 
     # -- serving and writing view rows --------------------------------------------------------
     def _refresh_temp(self, vs: _PgView) -> None:
+        self._user_conn()
         in_txn = self._in_user_txn()
-        if vs.temp_version == vs.version and not in_txn:
+        if vs.temp_version == (vs.version, self._conn_generation) and not in_txn:
             return
+        import psycopg
+
         cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
         q = pgc.quote_ident(vs.name)
-        self._conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
+        for attempt in range(2):
+            try:
+                self._conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
+                break
+            except psycopg.OperationalError:
+                if attempt or not (self._conn.closed or self._conn.broken) or in_txn:
+                    raise
+                self._user_conn()              # dropped since the last statement: re-open
         self._conn.execute(f"CREATE TEMP TABLE {q} ({cols})")
         self._copy_in(self._conn, f"pg_temp.{q}", vs.view.rows(), vs.types)
         # inside a transaction block a ROLLBACK may undo the refresh: reload next time
-        vs.temp_version = -1 if in_txn else vs.version
+        vs.temp_version = -1 if in_txn else (vs.version, self._conn_generation)
 
     @staticmethod
     def _copy_in(conn, target: str, pairs, types: list[str]) -> None:
