@@ -103,10 +103,21 @@ def connect(url: str, autocommit: bool = True):
     import psycopg
 
     try:
-        return psycopg.connect(url, autocommit=autocommit, options=SESSION_OPTIONS)
+        return psycopg.connect(with_session_options(url), autocommit=autocommit)
     except psycopg.Error as e:
         cls = ConnectionLost if is_retryable(e) else PostgresError
         raise cls(f"cannot connect to {redact(url)}: {redact_error(e, url)}", getattr(e, "sqlstate", None)) from None
+
+
+def with_session_options(target: str) -> str:
+    """``target`` (URL or conninfo) with the module's settings added to its ``options`` (or
+    to ``$PGOPTIONS``), keeping the user's own."""
+    import os
+
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    own = conninfo_to_dict(target).get("options") or os.environ.get("PGOPTIONS") or ""
+    return make_conninfo(target, options=f"{own} {SESSION_OPTIONS}".strip())
 
 
 def redact(url: str) -> str:
@@ -372,8 +383,7 @@ class ReplicationStream:
 
         self.url = url
         try:
-            self.conn = psycopg.connect(url, autocommit=True, replication="database",
-                                        options=SESSION_OPTIONS)
+            self.conn = psycopg.connect(with_session_options(url), autocommit=True, replication="database")
         except psycopg.Error as e:
             cls = ConnectionLost if is_retryable(e) else PostgresError
             raise cls(f"cannot open a replication connection to {redact(url)} "

@@ -162,7 +162,7 @@ def test_restart_resumes_from_checkpoint_without_duplicates(db):
     assert not pgc.slot_exists(w, slot)
     assert w.execute("SELECT count(*) FROM ivm.views").fetchone()[0] == 0
     assert w.execute("SELECT count(*) FROM pg_publication").fetchone()[0] == 0
-    assert not any(state.glob("*.ckpt"))
+    assert not any(state.glob("*.snap")) and not any(state.glob("*.log"))
 
 
 def test_lost_checkpoint_rebuilds_from_a_fresh_snapshot(db):
@@ -170,10 +170,10 @@ def test_lost_checkpoint_rebuilds_from_a_fresh_snapshot(db):
     s = open_session(url, state)
     s.execute(f"CREATE INCREMENTAL MATERIALIZED VIEW mv AS {Q}")
     s.close()
-    for f in state.glob("*.ckpt"):
+    for f in state.glob("*.snap"):
         f.unlink()
     w.execute("INSERT INTO r VALUES (5, 10, 'a')")
-    with pytest.warns(UserWarning, match="no checkpoint file.*rebuilding"):
+    with pytest.warns(UserWarning, match="no usable checkpoint file.*rebuilding"):
         s = open_session(url, state)
     s.sync()
     assert engine_bag(s, "mv") == oracle(w, Q) == oracle(w, "SELECT * FROM mv")
