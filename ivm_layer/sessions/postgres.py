@@ -132,18 +132,27 @@ class PostgresSession(SessionBase):
         it, or any other connection, reach the views through the replication stream)."""
         return self._user_conn()
 
+    @contextlib.contextmanager
     def copy(self, statement: str):
         """``COPY … FROM STDIN`` / ``TO STDOUT`` through psycopg's copy protocol: a context
-        manager yielding psycopg's ``Copy`` (``write``, ``write_row``, iterate for output).
-        Rows written reach the views like any other write (read them after :meth:`sync`,
-        or simply SELECT: the session syncs after its own writes)."""
+        manager yielding psycopg's ``Copy`` (``write``, ``write_row``, iterate for output);
+        PostgreSQL's errors are raised as :class:`SQLError`. Rows written reach the views
+        like any other write (a SELECT of a view syncs after the session's own writes)."""
+        import psycopg
+
         self._check_open()
         if not _COPY_STDIO.match(statement):
             raise IVMError("copy() takes COPY … FROM STDIN or COPY … TO STDOUT")
-        self._dirty = True
         if self._in_user_txn():
             self._txn_wrote = True
-        return self._user_conn().cursor().copy(statement)
+        else:
+            self._dirty = True
+        conn = self._user_conn()
+        try:
+            with conn.cursor().copy(statement) as cp:
+                yield cp
+        except psycopg.Error as e:
+            raise self._sql_error(conn, e) from None
 
     def sync(self, timeout: float = 60.0) -> None:
         """Block until every transaction committed before the call is applied to every
@@ -377,15 +386,20 @@ class PostgresSession(SessionBase):
             while res.nextset():         # a multi-statement string: the last result counts
                 pass
         except psycopg.Error as e:
-            if conn.closed or conn.broken:
-                raise ConnectionLostError(
-                    f"the connection to PostgreSQL was lost while running the statement "
-                    f"({pgconn.redact_text(str(e).strip(), self._target)}); it may not have run, and an "
-                    "open transaction was rolled back; the session reconnects on the next statement") from None
-            raise SQLError(pgconn.redact_text(str(e).strip(), self._target)) from None
+            raise self._sql_error(conn, e) from None
         desc = res.description
         rows = res.fetchall() if desc is not None else []
         return Cursor(desc, rows, res.rowcount)
+
+    def _sql_error(self, conn, e: BaseException) -> IVMError:
+        """A driver exception as the layer's error (never a raw psycopg exception)."""
+        text = pgconn.redact_text(str(e).strip(), self._target)
+        if conn.closed or conn.broken:
+            return ConnectionLostError(
+                f"the connection to PostgreSQL was lost while running the statement ({text}); it may "
+                "not have run, and an open transaction was rolled back; the session reconnects on the "
+                "next statement")
+        return SQLError(text)
 
     # -- helpers ------------------------------------------------------------------------------
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
