@@ -222,3 +222,36 @@ class ControlConnection:
 
 class ConnectionLostError(IVMError):
     """The connection to PostgreSQL was lost (server restart, ``pg_terminate_backend``)."""
+
+
+class PrivilegeError(IVMError):
+    """The role lacks a privilege the operation needs (PostgreSQL's message is included)."""
+
+
+def as_ivm_error(err: BaseException, target: str | None = None) -> IVMError:
+    """A psycopg exception as the layer's error, password-free: lost connections as
+    :class:`ConnectionLostError`, missing privileges as :class:`PrivilegeError` (with what to
+    grant), anything else as :class:`~ivm_layer.errors.SQLError`."""
+    import psycopg
+
+    from ivm_layer.errors import SQLError
+
+    text = redact_text(str(err).strip(), target)
+    if isinstance(err, psycopg.errors.InsufficientPrivilege):
+        return PrivilegeError(f"permission denied: {text} (the session's role needs SELECT on the view's "
+                              "tables, REPLICATION, CREATE on the database, and ownership of the tables "
+                              "it publishes or sets REPLICA IDENTITY FULL on; ask their owner)")
+    if isinstance(err, psycopg.OperationalError | psycopg.InterfaceError):
+        return ConnectionLostError(f"the connection to PostgreSQL failed: {text}")
+    return SQLError(text)
+
+
+@contextlib.contextmanager
+def driver_errors(target: str | None = None):
+    """Raise psycopg exceptions leaving the block as :func:`as_ivm_error` says."""
+    import psycopg
+
+    try:
+        yield
+    except psycopg.Error as e:
+        raise as_ivm_error(e, target) from None

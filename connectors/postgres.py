@@ -301,6 +301,8 @@ def copy_batches(conn, table: str, columns: list[tuple[str, int]], values: Value
     decodes."""
     loaders = [values.loader(oid) for _, oid in columns]
     cols = ", ".join(quote_ident(c) for c, _ in columns)
+    if not columns:                  # rows only counted: one NULL column per row
+        loaders, cols, columns = [None], "NULL", [("", 0)]
     sql = f"SELECT {cols} FROM {quote_table(table)}" + (f" WHERE {where}" if where else "")
     ncols = len(columns)
     with conn.cursor().copy(f"COPY ({sql}) TO STDOUT") as cp:

@@ -111,6 +111,10 @@ class StreamApplier:
                     continue
                 idx = vs.col_index.get(t)
                 c = tdelta.setdefault(t, Counter())
+                if idx == []:                          # row count only: one constant column
+                    for _, k in rows:
+                        c[(None,)] += k
+                    continue
                 for row, k in rows:
                     c[row if idx is None else tuple(row[i] for i in idx)] += k
             for t, c in tdelta.items():

@@ -25,6 +25,7 @@ from .core import ViewStateBase
 from .pg_stream import StreamReader
 
 SYNC_PREFIX = "ivm-layer-sync"
+UNIT_COLUMN = "ivm_unit"           # the engine's column of a table read for its row count only
 SLOT_PATTERN = re.compile(r"ivm_[a-z0-9_]{1,59}")
 SESSION_PATTERN = re.compile(r"[A-Za-z0-9_]{1,40}")
 

@@ -30,8 +30,23 @@ from ..sql.statements import CreateIncrementalView, classify
 from .core import dedupe_names
 from .pg_apply import StreamApplier
 from .pg_serve import copy_in
-from .pg_state import SLOT_PATTERN, PgContext, PgView, slot_name
+from .pg_state import SLOT_PATTERN, UNIT_COLUMN, PgContext, PgView, slot_name
 from .pg_stream import StreamReader
+
+
+class EngineValueError(IVMError):
+    """The engine could not evaluate a view's definition over the tables' values."""
+
+
+def engine_load(vs: PgView) -> None:
+    """The view's base rows into its engine view; an engine failure is a clear error."""
+    try:
+        vs.view.apply({t: list(c.items()) for t, c in vs.base.items()})
+    except IVMError:
+        raise
+    except Exception as e:  # noqa: BLE001 - reported in the user's terms
+        raise EngineValueError(f"incremental view {vs.name!r}: the engine cannot evaluate its definition over "
+                               f"the tables' values ({type(e).__name__}: {e})") from None
 
 
 class CatalogError(IVMError):
@@ -148,7 +163,9 @@ class ViewCatalog:
 
         ctl = self.ctx.ctl
         used = self.used_columns(st)
-        schema = {t: {c: typ for c, _, typ in cols} for t, cols in used.items()}
+        # a table read for its row count only (COUNT(*)) has no used column: the engine sees
+        # one constant column, so that no ALTER TABLE of it can stop the view
+        schema = {t: {c: typ for c, _, typ in cols} or {UNIT_COLUMN: "integer"} for t, cols in used.items()}
         view = compile_view(st.select_sql, schema, dialect=self.ctx.dialect)
         try:
             cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
@@ -240,7 +257,7 @@ class ViewCatalog:
                                    {t: [(c, oid) for c, oid, _ in cols] for t, cols in vs.used.items()},
                                    ctx.values, pgc.stderr_progress if sys.stderr.isatty() else None)
             vs.base = {t: Counter(r) for t, r in rows.items()}
-            vs.view.apply({t: list(c.items()) for t, c in vs.base.items()})
+            engine_load(vs)
             vs.applied_lsn = vs.checkpoint_lsn = vs.table_lsn = slot.consistent_lsn
             with ctl.transaction():
                 if vs.materialized:
@@ -298,7 +315,7 @@ class ViewCatalog:
             self.initialize(vs, new=False)
             return vs
         vs.base = {t: Counter(rows) for t, rows in ck.tables.items()}
-        vs.view.apply({t: list(c.items()) for t, c in vs.base.items()})
+        engine_load(vs)
         vs.applied_lsn = vs.checkpoint_lsn = ck.lsn
         vs.table_lsn = table_lsn
         vs.last_checkpoint = time.monotonic()

@@ -115,8 +115,9 @@ class PostgresSession(SessionBase):
                                  reconnect_seconds, self.dialect, self._views)
             self.applier = StreamApplier(self.ctx)
             self.catalog = ViewCatalog(self.ctx, self.applier)
-            self.catalog.ensure()
-            self.catalog.load()
+            with pgconn.driver_errors(target):
+                self.catalog.ensure()
+                self.catalog.load()
         except BaseException:
             self.close()
             raise
@@ -161,6 +162,10 @@ class PostgresSession(SessionBase):
         Commits a logical decoding message (a marker) and waits until each view's stream has
         delivered and applied it; the stream is in commit order, so everything committed
         earlier is applied too."""
+        with pgconn.driver_errors(self._target):
+            self._sync(timeout)
+
+    def _sync(self, timeout: float) -> None:
         self._check_open()
         self.applier.check_sources()
         if not any(vs.error is None for vs in self._views.values()):
@@ -195,6 +200,10 @@ class PostgresSession(SessionBase):
     def poll(self, timeout: float = 0.0) -> int:
         """Apply the transactions that have arrived, waiting up to ``timeout`` s for the first
         one; return how many source-row changes were applied."""
+        with pgconn.driver_errors(self._target):
+            return self._poll(timeout)
+
+    def _poll(self, timeout: float) -> int:
         self._check_open()
         n = 0
         deadline = time.monotonic() + timeout
@@ -222,6 +231,10 @@ class PostgresSession(SessionBase):
 
     def explain(self, name: str) -> str:
         """The view's plan plus its replication state (slot, positions, lag)."""
+        with pgconn.driver_errors(self._target):
+            return self._explain(name)
+
+    def _explain(self, name: str) -> str:
         self._check_open()
         vs = self._state(name)
         lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
@@ -242,9 +255,10 @@ class PostgresSession(SessionBase):
         """Tables and views of the ``public`` schema and the incremental views, with columns."""
         self._check_open()
         out: dict[str, list[str]] = {}
-        rows = self.ctx.ctl.execute(
-            "SELECT table_name, column_name FROM information_schema.columns "
-            "WHERE table_schema = 'public' ORDER BY table_name, ordinal_position").fetchall()
+        with pgconn.driver_errors(self._target):
+            rows = self.ctx.ctl.execute(
+                "SELECT table_name, column_name FROM information_schema.columns "
+                "WHERE table_schema = 'public' ORDER BY table_name, ordinal_position").fetchall()
         for t, c in rows:
             out.setdefault(t, []).append(c)
         for n, vs in self._views.items():
@@ -280,6 +294,10 @@ class PostgresSession(SessionBase):
 
     # -- statements -------------------------------------------------------------------------
     def _execute_one(self, text: str, params) -> Cursor:
+        with pgconn.driver_errors(self._target):
+            return self._dispatch(text, params)
+
+    def _dispatch(self, text: str, params) -> Cursor:
         if _COPY_STDIO.match(text):
             return self._copy_statement(text, params)
         st = classify(text, self.dialect)
@@ -403,7 +421,8 @@ class PostgresSession(SessionBase):
 
     # -- helpers ------------------------------------------------------------------------------
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
-        return self.applier.lag(vs, pgc.slot_lag(self.ctx.ctl, vs.slot))
+        with pgconn.driver_errors(self._target):
+            return self.applier.lag(vs, pgc.slot_lag(self.ctx.ctl, vs.slot))
 
     @staticmethod
     def _check_stopped(vs: PgView) -> None:
