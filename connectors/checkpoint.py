@@ -5,7 +5,7 @@ A checkpoint is two files in a private state directory, named by a validated ide
 
 - ``<name>.snap`` — a snapshot, replaced atomically (temp file, fsync, rename): one header
   line (format version, a random snapshot id, the view's definition, source table OIDs,
-  the LSN it is as of) and one line per distinct row ``[table_index, row, count]``;
+  the LSN it is as of) and lines of up to 4,096 distinct rows ``[table_index, [[row, count], …]]``;
 - ``<name>.log`` — an append-only change log for that snapshot: a header line naming the
   snapshot id, then one line per applied batch ``{"lsn": …, "changes": {table: [[row, Δk], …]}}``.
   Appending costs O(changed rows); :meth:`CheckpointStore.sync_log` fsyncs it and returns
@@ -49,6 +49,7 @@ from ivm_layer.errors import IVMError
 from .pgoutput import canonical_float
 
 FORMAT_VERSION = 2
+SNAPSHOT_CHUNK = 4096           # rows per snapshot line
 NAME = re.compile(r"[a-z0-9_]{1,63}")
 
 
@@ -140,14 +141,17 @@ def _hashable(k):
     return k
 
 
+_PLAIN = (int, str, type(None))
+
+
 def encode_row(row: tuple) -> list:
-    return [encode(v) for v in row]
+    return [v if type(v) in _PLAIN else encode(v) for v in row]
 
 
 def decode_row(d: Any) -> tuple:
-    if not isinstance(d, list):
+    if type(d) is not list:
         raise CheckpointError("malformed checkpoint row")
-    return tuple(decode(v) for v in d)
+    return tuple(decode(v) if type(v) is list or type(v) is dict or type(v) is float else v for v in d)
 
 
 # -- the directory ------------------------------------------------------------------------------
@@ -224,6 +228,7 @@ class CheckpointStore:
         self._log_id = None
         self.log_bytes = 0
         self.snapshot_bytes = 0
+        self.snapshot_rows = 0
         self._pending_lsn = 0         # appended, not yet fsynced
 
     # -- writing ---------------------------------------------------------------------------
@@ -239,12 +244,22 @@ class CheckpointStore:
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(header) + "\n")
+                n = 0
                 for i, t in enumerate(names):
+                    chunk: list = []
                     for row, k in tables[t]:
-                        f.write(json.dumps([i, encode_row(row), k]) + "\n")
+                        chunk.append([encode_row(row), k])
+                        if len(chunk) == SNAPSHOT_CHUNK:
+                            f.write(json.dumps([i, chunk]) + "\n")
+                            n += len(chunk)
+                            chunk = []
+                    if chunk:
+                        f.write(json.dumps([i, chunk]) + "\n")
+                        n += len(chunk)
                 f.flush()
                 os.fsync(f.fileno())
                 self.snapshot_bytes = f.tell()
+            self.snapshot_rows = n
             self._new_log(sid)
             os.replace(tmp, self.snap_path)
             _fsync_dir(self.dir)
@@ -326,8 +341,11 @@ class CheckpointStore:
                 for t in names:
                     tables[str(t)] = {}
                 for line in f:
-                    i, row, k = json.loads(line)
-                    tables[names[i]][decode_row(row)] = int(k)
+                    i, chunk = json.loads(line)
+                    tab = tables[names[i]]
+                    for row, k in chunk:
+                        tab[decode_row(row)] = int(k)
+                    self.snapshot_rows += len(chunk)
             except (ValueError, KeyError, TypeError, IndexError) as e:
                 raise CheckpointError(f"checkpoint {self.snap_path} is malformed: {e}") from None
             self.snapshot_bytes = f.tell()

@@ -11,11 +11,11 @@ from collections import Counter
 
 import psycopg
 import pytest
+from test_postgres_concurrency import Q, Writers, oracle, setup_tables
 
 import ivm_layer
 from ivm_layer.errors import IVMError
 from ivm_layer.sessions.postgres import ViewStoppedWarning
-from test_postgres_concurrency import Q, Writers, oracle, setup_tables
 
 
 class RestartProofWriters(Writers):

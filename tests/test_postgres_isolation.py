@@ -114,3 +114,20 @@ def test_privileges_and_engine_failures_are_clear_errors(env):
         w.execute("INSERT INTO p VALUES (1, 10.9), (1, 11.0)")
         s.sync()
         assert bag(s, "dec") == Counter(w.execute(dq).fetchall())
+
+
+def test_publication_altered_and_a_200k_row_transaction(env):
+    s, w, _ = env
+    s.execute("CREATE INCREMENTAL VIEW cnt AS SELECT COUNT(*) AS n FROM r")
+    s.execute("CREATE INCREMENTAL VIEW j AS SELECT s.b, s.c FROM s")
+    w.execute("INSERT INTO r SELECT i, i % 3, NULL, i / 7.0 FROM generate_series(1, 200000) i")
+    s.sync()
+    assert s.execute("SELECT * FROM cnt").fetchone() == w.execute("SELECT COUNT(*) FROM r").fetchone() == (200002,)
+    w.execute("ALTER PUBLICATION " + s._views["j"].slot + " DROP TABLE s")
+    with pytest.warns(ViewStoppedWarning, match="no longer publishes table 's'"):
+        s.sync()
+    with pytest.raises(ViewStoppedError, match="ALTER PUBLICATION"):
+        s.execute("SELECT * FROM j")
+    w.execute("DELETE FROM r WHERE a > 100")
+    s.sync()
+    assert s.execute("SELECT * FROM cnt").fetchone() == w.execute("SELECT COUNT(*) FROM r").fetchone()

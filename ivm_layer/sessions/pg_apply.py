@@ -167,7 +167,10 @@ class StreamApplier:
                 else:
                     del base[r]
         if vs.store is not None:
-            vs.store.append(lsn, batch)            # O(changed rows); fsynced by checkpoint()
+            if vs.snapshot_due or sum(map(len, batch.values())) > max(1000, vs.store.snapshot_rows):
+                vs.snapshot_due = True             # cheaper as a new snapshot than in the log
+            else:
+                vs.store.append(lsn, batch)        # O(changed rows); fsynced by checkpoint()
         vs.applied_lsn = lsn
         if batch:
             vs.version += 1
@@ -220,7 +223,7 @@ class StreamApplier:
             return
         if not force and time.monotonic() - vs.last_checkpoint < self.ctx.checkpoint_seconds:
             return
-        if vs.store.log_bytes > max(vs.store.snapshot_bytes, 1 << 20):
+        if vs.snapshot_due or vs.store.log_bytes > max(vs.store.snapshot_bytes, 1 << 20):
             self.write_snapshot(vs)
             return
         durable = vs.store.sync_log()
@@ -234,6 +237,7 @@ class StreamApplier:
                                 vs.applied_lsn)
         vs.checkpoint_lsn = vs.applied_lsn
         vs.last_checkpoint = time.monotonic()
+        vs.snapshot_due = False
 
     def acknowledge(self, vs: PgView) -> None:
         if vs.reader is None:
@@ -287,10 +291,21 @@ class StreamApplier:
         rows = self.ctx.ctl.execute("SELECT n, to_regclass(quote_ident(n))::oid::int "
                                     "FROM unnest(%s::text[]) AS n", [names]).fetchall()
         now = dict(rows)
+        published: dict[str, set[str]] = {}
+        for pub, table in self.ctx.ctl.execute(
+                "SELECT pubname, tablename FROM pg_publication_tables WHERE schemaname = 'public' "
+                "AND pubname = ANY(%s)", [[vs.slot for vs in live]]).fetchall():
+            published.setdefault(pub, set()).add(table)
         for vs in live:
             for t, oid in vs.oids.items():
                 if now.get(t) != oid:
                     self.stop(vs, SourceChangedError(
                         f"source table {t!r} of view {vs.name!r} was dropped or replaced; "
                         "drop and re-create the view"))
+                    break
+                if t not in published.get(vs.slot, ()):
+                    self.stop(vs, SourceChangedError(
+                        f"publication {vs.slot} of view {vs.name!r} no longer publishes table {t!r} "
+                        "(ALTER PUBLICATION or DROP PUBLICATION behind the session's back): its changes "
+                        "would be missed; drop and re-create the view"))
                     break

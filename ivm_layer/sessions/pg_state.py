@@ -111,6 +111,7 @@ class PgView(ViewStateBase):
     checkpoint_lsn: int = 0                 # durable in the checkpoint (snapshot + fsynced log)
     table_lsn: int = 0                      # materialized: durable in ivm.progress
     last_checkpoint: float = 0.0
+    snapshot_due: bool = False              # a batch too large for the log: write a snapshot
     reader: StreamReader | None = None
     error: BaseException | None = None
     version: int = 0

@@ -22,6 +22,7 @@ Faults it survives on its own:
 
 from __future__ import annotations
 
+import contextlib
 import queue
 import threading
 import time
@@ -65,8 +66,7 @@ class StreamReader:
 
     def acknowledge(self, lsn: int) -> None:
         """The consumer has made everything up to ``lsn`` durable (any thread)."""
-        if lsn > self.durable_lsn:
-            self.durable_lsn = lsn
+        self.durable_lsn = max(self.durable_lsn, lsn)
 
     def close(self, timeout: float = 10.0) -> None:
         self.stop.set()
@@ -151,8 +151,6 @@ class StreamReader:
 
     def _drop_stream(self) -> None:
         if self.stream is not None:
-            try:
+            with contextlib.suppress(Exception):     # the connection is being discarded anyway
                 self.stream.close()
-            except Exception:  # noqa: BLE001 - the connection is being discarded anyway
-                pass
             self.stream = None

@@ -17,20 +17,16 @@ import time
 import warnings
 from collections import Counter
 
-import sqlglot
-from sqlglot import exp
-
 from connectors import postgres as pgc
-from connectors.checkpoint import CheckpointError, CheckpointStore
+from connectors.checkpoint import CheckpointError
 from connectors.pgoutput import lsn_str
 
-from ..compile import compile_view
 from ..errors import IVMError, SQLError
 from ..sql.statements import CreateIncrementalView, classify
-from .core import dedupe_names
 from .pg_apply import StreamApplier
+from .pg_compile import compile_pg_view
 from .pg_serve import copy_in
-from .pg_state import SLOT_PATTERN, UNIT_COLUMN, PgContext, PgView, slot_name
+from .pg_state import SLOT_PATTERN, PgContext, PgView
 from .pg_stream import StreamReader
 
 
@@ -126,27 +122,6 @@ class ViewCatalog:
         return None if r is None else r[0]
 
     # -- compiling ----------------------------------------------------------------------------
-    def used_columns(self, st: CreateIncrementalView) -> dict[str, list[tuple[str, int, str]]]:
-        tree = sqlglot.parse_one(st.select_sql, read=self.ctx.dialect)
-        # SELECT * / t.* read every column; COUNT(*) reads none
-        star = any(not isinstance(s.parent, exp.Count) for s in tree.find_all(exp.Star))
-        # every identifier (columns, JOIN … USING names, and harmlessly table names/aliases):
-        # a superset of the columns the view reads
-        names = {i.name.lower() for i in tree.find_all(exp.Identifier)}
-        used: dict[str, list[tuple[str, int, str]]] = {}
-        for t in st.tables:
-            if t in self.ctx.views:
-                raise SQLError(f"incremental view {st.name!r} reads incremental view {t!r}: "
-                               "views over views are not supported yet")
-            cols = pgc.table_columns(self.ctx.ctl, t)
-            if cols is None:
-                raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
-                               "(source tables must be in the public schema)")
-            used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
-        if not used:
-            raise SQLError(f"incremental view {st.name!r} reads no table")
-        return used
-
     def check_identity(self, tables: list[str]) -> None:
         for t in tables:
             if pgc.replica_identity(self.ctx.ctl, t) != "f":
@@ -159,36 +134,7 @@ class ViewCatalog:
                         "ivm_layer.connect(url, set_replica_identity=True) to let the session do it")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
-        import psycopg
-
-        ctl = self.ctx.ctl
-        used = self.used_columns(st)
-        # a table read for its row count only (COUNT(*)) has no used column: the engine sees
-        # one constant column, so that no ALTER TABLE of it can stop the view
-        schema = {t: {c: typ for c, _, typ in cols} or {UNIT_COLUMN: "integer"} for t, cols in used.items()}
-        view = compile_view(st.select_sql, schema, dialect=self.ctx.dialect)
-        try:
-            cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
-        except psycopg.errors.InsufficientPrivilege as e:
-            raise IVMError(f"incremental view {st.name!r}: permission denied reading its tables "
-                           f"({str(e).strip()}); GRANT SELECT on them to this role") from None
-        except psycopg.Error as e:
-            raise SQLError(f"incremental view {st.name!r}: {str(e).strip()}") from None
-        columns = dedupe_names([d.name for d in cur.description])
-        types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
-                 for d in cur.description]
-        if st.columns:
-            if len(st.columns) != len(types):
-                raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
-            columns = list(st.columns)
-        if len(types) != len(view.columns):
-            raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
-        slot = slot or slot_name(self.ctx.db, self.ctx.session, st.name)
-        vs = PgView(st, view, list(used), used, columns, types, slot)
-        vs.store = CheckpointStore(self.ctx.state_dir, slot)
-        vs.oids = {t: ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]
-                   for t in used}
-        return vs
+        return compile_pg_view(self.ctx, st, slot)
 
     # -- creating -----------------------------------------------------------------------------
     def create(self, st: CreateIncrementalView) -> None:
@@ -374,8 +320,7 @@ class ViewCatalog:
             ctl.execute("DELETE FROM ivm.views WHERE session = %s AND name = %s", [self.ctx.session, vs.name])
             ctl.execute("DELETE FROM ivm.progress WHERE slot = %s", [vs.slot])
         if user_conn is not None:
-            with contextlib.suppress(Exception):
-                user_conn.execute(f"DROP TABLE IF EXISTS pg_temp.{pgc.quote_ident(vs.name)}")
+            user_conn.drop_temp(vs)
         pgc.drop_slot(ctl, vs.slot)
         if self.publication(vs.slot) == self.marker(vs.slot):
             pgc.drop_publication(ctl, vs.slot)

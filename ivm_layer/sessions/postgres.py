@@ -40,7 +40,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import time
 import uuid
 from pathlib import Path
@@ -52,11 +51,16 @@ from connectors.pgconn import ConnectionLostError, ControlConnection
 from connectors.pgoutput import ValueDecoder, lsn_str
 
 from ..engine.view import View
-from ..errors import IVMError, SQLError
-from ..sql.statements import CreateIncrementalView, DropView, SelectStatement, TransactionControl, classify
+from ..errors import IVMError
+from ..sql.statements import (
+    CreateIncrementalView,
+    DropView,
+    SelectStatement,
+    TransactionControl,
+    classify,
+)
 from .core import Cursor, SessionBase
 from .pg_apply import StreamApplier
-from .pg_serve import column_defs, load_temp
 from .pg_state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -70,9 +74,8 @@ from .pg_state import (  # noqa: F401 - re-exported: the public names of Postgre
     slot_name,
 )
 from .pg_stream import ReplicationError  # noqa: F401
+from .pg_user import COPY_STDIO, UserConnection
 from .pg_views import CatalogError, ViewCatalog  # noqa: F401
-
-_COPY_STDIO = re.compile(r"^\s*COPY\b.*\b(FROM\s+STDIN|TO\s+STDOUT)\b", re.I | re.S)
 
 
 def connect_postgres(url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
@@ -101,10 +104,7 @@ class PostgresSession(SessionBase):
         self.url = pgconn.redact(target)          # for display: never holds a password
         self.session = session
         self._target = target
-        self._conn = pgc.connect(target)          # the user's statements
-        self._conn_generation = 0                 # bumped when _conn is re-opened (TEMP tables gone)
-        self._dirty = False
-        self._txn_wrote = False                   # the open transaction block wrote something
+        self._user = UserConnection(target, self.url, reconnect_seconds)     # the user's statements
         self._closed = False
         try:
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
@@ -131,29 +131,15 @@ class PostgresSession(SessionBase):
     def connection(self):
         """The psycopg connection the session's statements run on (autocommit; writes through
         it, or any other connection, reach the views through the replication stream)."""
-        return self._user_conn()
+        return self._user.conn
 
-    @contextlib.contextmanager
     def copy(self, statement: str):
         """``COPY … FROM STDIN`` / ``TO STDOUT`` through psycopg's copy protocol: a context
         manager yielding psycopg's ``Copy`` (``write``, ``write_row``, iterate for output);
         PostgreSQL's errors are raised as :class:`SQLError`. Rows written reach the views
         like any other write (a SELECT of a view syncs after the session's own writes)."""
-        import psycopg
-
         self._check_open()
-        if not _COPY_STDIO.match(statement):
-            raise IVMError("copy() takes COPY … FROM STDIN or COPY … TO STDOUT")
-        if self._in_user_txn():
-            self._txn_wrote = True
-        else:
-            self._dirty = True
-        conn = self._user_conn()
-        try:
-            with conn.cursor().copy(statement) as cp:
-                yield cp
-        except psycopg.Error as e:
-            raise self._sql_error(conn, e) from None
+        return self._user.copy(statement)
 
     def sync(self, timeout: float = 60.0) -> None:
         """Block until every transaction committed before the call is applied to every
@@ -195,7 +181,7 @@ class PostgresSession(SessionBase):
             self.applier.apply_available(pending[0], min(left, 0.5))
         for vs in self._views.values():
             vs.seen_tokens.discard(token)
-        self._dirty = False
+        self._user.dirty = False
 
     def poll(self, timeout: float = 0.0) -> int:
         """Apply the transactions that have arrived, waiting up to ``timeout`` s for the first
@@ -275,7 +261,7 @@ class PostgresSession(SessionBase):
             for vs in list(self._views.values()):
                 if drop:
                     with contextlib.suppress(IVMError):
-                        self.catalog.drop(vs.name, self._conn)
+                        self.catalog.drop(vs.name, self._user)
                     continue
                 with contextlib.suppress(Exception):
                     if vs.error is None:
@@ -287,8 +273,7 @@ class PostgresSession(SessionBase):
                 if vs.store is not None:
                     vs.store.close()
         finally:
-            with contextlib.suppress(Exception):
-                self._conn.close()
+            self._user.close()
             if getattr(self, "ctx", None) is not None:
                 self.ctx.ctl.close()
 
@@ -298,13 +283,13 @@ class PostgresSession(SessionBase):
             return self._dispatch(text, params)
 
     def _dispatch(self, text: str, params) -> Cursor:
-        if _COPY_STDIO.match(text):
-            return self._copy_statement(text, params)
+        if COPY_STDIO.match(text):
+            return self._user.copy_statement(text, params)
         st = classify(text, self.dialect)
         if isinstance(st, CreateIncrementalView):
             if params:
                 raise IVMError("CREATE INCREMENTAL VIEW does not take parameters")
-            if self._in_user_txn():
+            if self._user.in_txn():
                 raise IVMError("CREATE INCREMENTAL VIEW inside an explicit transaction is not supported: "
                                "COMMIT or ROLLBACK first")
             self.catalog.create(st)
@@ -314,11 +299,11 @@ class PostgresSession(SessionBase):
         if isinstance(st, SelectStatement):
             return self._select(st, text, params)
         if isinstance(st, TransactionControl):
-            cur = self._run(text, params)
-            if st.action == "commit" and self._txn_wrote:
-                self._dirty = True
+            cur = self._user.run(text, params)
+            if st.action == "commit" and self._user.txn_wrote:
+                self._user.dirty = True
             if st.action in ("commit", "rollback"):
-                self._txn_wrote = False
+                self._user.txn_wrote = False
             return cur
         if st.kind in ("DROP",) and st.drop_kind == "TABLE":
             for t in st.targets or []:
@@ -328,31 +313,28 @@ class PostgresSession(SessionBase):
                                    "drop them before dropping it")
                 if t in self._views and self._views[t].materialized:
                     raise IVMError(f"{t!r} is the table of incremental materialized view {t!r}: use DROP VIEW {t}")
-        cur = self._run(text, params)
-        if self._in_user_txn():
-            self._txn_wrote = True
-        else:
-            self._dirty = True
+        cur = self._user.run(text, params)
+        self._user.wrote()
         return cur
 
     def _drop(self, st: DropView, text: str, params) -> Cursor:
         ours = [n for n in st.names if n in self._views]
         if not ours:
-            return self._run(text, params)
-        if self._in_user_txn():
+            return self._user.run(text, params)
+        if self._user.in_txn():
             raise IVMError("DROP VIEW of an incremental view inside an explicit transaction is not supported")
         for n in st.names:
             if n in self._views:
-                self.catalog.drop(n, self._conn)
+                self.catalog.drop(n, self._user)
             else:
-                self._run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}", None)
+                self._user.run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}", None)
         return Cursor()
 
     def _select(self, st: SelectStatement, text: str, params) -> Cursor:
         read = [self._views[t] for t in st.tables if t in self._views]
         if not read:
-            return self._run(text, params)
-        if self._dirty and not self._in_user_txn():
+            return self._user.run(text, params)
+        if self._user.dirty and not self._user.in_txn():
             self.sync()             # read your own committed writes
         else:
             self.poll()
@@ -360,66 +342,17 @@ class PostgresSession(SessionBase):
             self._check_stopped(vs)
         served = [vs for vs in read if not vs.materialized]
         for vs in served:
-            self._refresh_temp(vs)
-        if not served or self._in_user_txn():
-            return self._run(text, params)
+            self._user.refresh_temp(vs)
+        if not served or self._user.in_txn():
+            return self._user.run(text, params)
         try:
-            return self._run(text, params)
+            return self._user.run(text, params)
         except ConnectionLostError:
             # a read of served views only: reload them on the new connection and read again
             for vs in served:
-                self._refresh_temp(vs)
-            return self._run(text, params)
+                self._user.refresh_temp(vs)
+            return self._user.run(text, params)
 
-    def _copy_statement(self, text: str, params) -> Cursor:
-        """``COPY … TO STDOUT`` returns its lines as rows of one text column; ``COPY … FROM
-        STDIN`` takes its data as the parameter (str or bytes in the COPY format, or an
-        iterable of row tuples)."""
-        if re.search(r"\bTO\s+STDOUT\b", text, re.I):
-            out = bytearray()
-            with self.copy(text) as cp:
-                for chunk in cp:
-                    out += chunk
-            lines = bytes(out).decode().splitlines()
-            return Cursor([("copy", None, None, None, None, None, None)], [(ln,) for ln in lines], len(lines))
-        if params is None:
-            raise IVMError("COPY … FROM STDIN needs its data: session.execute(sql, data) with the data as "
-                           "text/bytes or rows, or `with session.copy(sql) as cp: cp.write_row(…)`")
-        n = 0
-        with self.copy(text) as cp:
-            if isinstance(params, str | bytes | bytearray):
-                cp.write(params)
-            else:
-                for row in params:
-                    cp.write_row(row)
-                    n += 1
-        return Cursor(None, [], n or -1)
-
-    def _run(self, text: str, params) -> Cursor:
-        import psycopg
-
-        conn = self._user_conn()
-        try:
-            res = conn.execute(text, params)
-            while res.nextset():         # a multi-statement string: the last result counts
-                pass
-        except psycopg.Error as e:
-            raise self._sql_error(conn, e) from None
-        desc = res.description
-        rows = res.fetchall() if desc is not None else []
-        return Cursor(desc, rows, res.rowcount)
-
-    def _sql_error(self, conn, e: BaseException) -> IVMError:
-        """A driver exception as the layer's error (never a raw psycopg exception)."""
-        text = pgconn.redact_text(str(e).strip(), self._target)
-        if conn.closed or conn.broken:
-            return ConnectionLostError(
-                f"the connection to PostgreSQL was lost while running the statement ({text}); it may "
-                "not have run, and an open transaction was rolled back; the session reconnects on the "
-                "next statement")
-        return SQLError(text)
-
-    # -- helpers ------------------------------------------------------------------------------
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
         with pgconn.driver_errors(self._target):
             return self.applier.lag(vs, pgc.slot_lag(self.ctx.ctl, vs.slot))
@@ -428,50 +361,3 @@ class PostgresSession(SessionBase):
     def _check_stopped(vs: PgView) -> None:
         if vs.error is not None:
             raise ViewStoppedError(f"incremental view {vs.name!r} is stopped: {vs.error}") from vs.error
-
-    def _in_user_txn(self) -> bool:
-        from psycopg import pq
-
-        return self._conn.pgconn.transaction_status not in (pq.TransactionStatus.IDLE,
-                                                            pq.TransactionStatus.UNKNOWN)
-
-    def _user_conn(self):
-        """The user's connection, re-opened if the server restarted or dropped it (psql does
-        the same: a transaction that was open is gone, and so are TEMP tables, SETs and
-        prepared statements)."""
-        if self._conn.closed or self._conn.broken:
-            with contextlib.suppress(Exception):
-                self._conn.close()
-            self._conn = ControlConnection(lambda: pgc.connect(self._target), self.url,
-                                           self.ctx.reconnect_seconds).conn
-            self._conn_generation += 1
-            self._txn_wrote = False
-        return self._conn
-
-    def _refresh_temp(self, vs: PgView) -> None:
-        """The view's rows in ``pg_temp.<view>`` on the user's connection. Inside a
-        transaction block that wrote, PostgreSQL evaluates the definition itself, so the
-        read sees the transaction's own uncommitted writes (as in DuckDB sessions)."""
-        import psycopg
-
-        self._user_conn()
-        in_txn = self._in_user_txn()
-        if in_txn and self._txn_wrote:
-            q = pgc.quote_ident(vs.name)
-            self._conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
-            self._conn.execute(f"CREATE TEMP TABLE {q} ({column_defs(vs)})")
-            self._conn.execute(f"INSERT INTO pg_temp.{q} SELECT * FROM ({vs.stmt.select_sql}) AS q")
-            vs.temp_version = -1
-            return
-        if vs.temp_version == (vs.version, self._conn_generation) and not in_txn:
-            return
-        for attempt in range(2):
-            try:
-                load_temp(self._conn, vs)
-                break
-            except psycopg.OperationalError:
-                if attempt or not (self._conn.closed or self._conn.broken) or in_txn:
-                    raise
-                self._user_conn()              # dropped since the last statement: re-open
-        # inside a transaction block a ROLLBACK may undo the refresh: reload next time
-        vs.temp_version = -1 if in_txn else (vs.version, self._conn_generation)

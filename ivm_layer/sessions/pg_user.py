@@ -1,0 +1,159 @@
+"""The user's connection of a PostgreSQL session: statements as the user sent them, COPY
+through psycopg's copy protocol, the TEMP tables that serve SELECTs of views, and
+reconnection after a server restart (as psql does: a transaction that was open is gone, and
+so are TEMP tables, SETs and prepared statements)."""
+
+from __future__ import annotations
+
+import contextlib
+import re
+
+from connectors import pgconn
+from connectors import postgres as pgc
+from connectors.pgconn import ConnectionLostError, ControlConnection
+
+from ..errors import IVMError, SQLError
+from .core import Cursor
+from .pg_serve import column_defs, load_temp
+from .pg_state import PgView
+
+COPY_STDIO = re.compile(r"^\s*COPY\b.*\b(FROM\s+STDIN|TO\s+STDOUT)\b", re.IGNORECASE | re.DOTALL)
+
+
+class UserConnection:
+    """The psycopg connection the user's statements run on (autocommit), re-opened when the
+    server dropped it. ``dirty``: a write committed since the views were last synced;
+    ``txn_wrote``: the open transaction block wrote something."""
+
+    def __init__(self, target: str, display: str, reconnect_seconds: float):
+        self.target = target
+        self.display = display
+        self.reconnect_seconds = reconnect_seconds
+        self.raw = pgc.connect(target)
+        self.generation = 0               # bumped when re-opened (TEMP tables gone)
+        self.dirty = False
+        self.txn_wrote = False
+
+    @property
+    def conn(self):
+        """The connection, re-opened first if it is closed or broken."""
+        if self.raw.closed or self.raw.broken:
+            with contextlib.suppress(Exception):
+                self.raw.close()
+            self.raw = ControlConnection(lambda: pgc.connect(self.target), self.display,
+                                         self.reconnect_seconds).conn
+            self.generation += 1
+            self.txn_wrote = False
+        return self.raw
+
+    def in_txn(self) -> bool:
+        from psycopg import pq
+
+        return self.raw.pgconn.transaction_status not in (pq.TransactionStatus.IDLE,
+                                                          pq.TransactionStatus.UNKNOWN)
+
+    def wrote(self) -> None:
+        """A statement that may write ran (or a COPY FROM is about to)."""
+        if self.in_txn():
+            self.txn_wrote = True
+        else:
+            self.dirty = True
+
+    def error(self, conn, e: BaseException) -> IVMError:
+        """A driver exception as the layer's error (never a raw psycopg exception)."""
+        text = pgconn.redact_text(str(e).strip(), self.target)
+        if conn.closed or conn.broken:
+            return ConnectionLostError(
+                f"the connection to PostgreSQL was lost while running the statement ({text}); it may "
+                "not have run, and an open transaction was rolled back; the session reconnects on the "
+                "next statement")
+        return SQLError(text)
+
+    def run(self, text: str, params) -> Cursor:
+        import psycopg
+
+        conn = self.conn
+        try:
+            res = conn.execute(text, params)
+            while res.nextset():         # a multi-statement string: the last result counts
+                pass
+        except psycopg.Error as e:
+            raise self.error(conn, e) from None
+        desc = res.description
+        rows = res.fetchall() if desc is not None else []
+        return Cursor(desc, rows, res.rowcount)
+
+    @contextlib.contextmanager
+    def copy(self, statement: str):
+        import psycopg
+
+        if not COPY_STDIO.match(statement):
+            raise IVMError("copy() takes COPY … FROM STDIN or COPY … TO STDOUT")
+        if re.search(r"\bFROM\s+STDIN\b", statement, re.IGNORECASE):
+            self.wrote()
+        conn = self.conn
+        try:
+            with conn.cursor().copy(statement) as cp:
+                yield cp
+        except psycopg.Error as e:
+            raise self.error(conn, e) from None
+
+    def copy_statement(self, text: str, params) -> Cursor:
+        """``COPY … TO STDOUT`` returns its lines as rows of one text column; ``COPY … FROM
+        STDIN`` takes its data as the parameter (str or bytes in the COPY format, or an
+        iterable of row tuples)."""
+        if re.search(r"\bTO\s+STDOUT\b", text, re.IGNORECASE):
+            out = bytearray()
+            with self.copy(text) as cp:
+                for chunk in cp:
+                    out += chunk
+            lines = bytes(out).decode().splitlines()
+            return Cursor([("copy", None, None, None, None, None, None)], [(ln,) for ln in lines], len(lines))
+        if params is None:
+            raise IVMError("COPY … FROM STDIN needs its data: session.execute(sql, data) with the data as "
+                           "text/bytes or rows, or `with session.copy(sql) as cp: cp.write_row(…)`")
+        n = 0
+        with self.copy(text) as cp:
+            if isinstance(params, str | bytes | bytearray):
+                cp.write(params)
+            else:
+                for row in params:
+                    cp.write_row(row)
+                    n += 1
+        return Cursor(None, [], n or -1)
+
+    def refresh_temp(self, vs: PgView) -> None:
+        """The view's rows in ``pg_temp.<view>``. Inside a transaction block that wrote,
+        PostgreSQL evaluates the definition itself, so the read sees the transaction's own
+        uncommitted writes (as in DuckDB sessions)."""
+        import psycopg
+
+        conn = self.conn
+        in_txn = self.in_txn()
+        if in_txn and self.txn_wrote:
+            q = pgc.quote_ident(vs.name)
+            conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
+            conn.execute(f"CREATE TEMP TABLE {q} ({column_defs(vs)})")
+            conn.execute(f"INSERT INTO pg_temp.{q} SELECT * FROM ({vs.stmt.select_sql}) AS q")
+            vs.temp_version = -1
+            return
+        if vs.temp_version == (vs.version, self.generation) and not in_txn:
+            return
+        for attempt in range(2):
+            try:
+                load_temp(self.raw, vs)
+                break
+            except psycopg.OperationalError:
+                if attempt or not (self.raw.closed or self.raw.broken) or in_txn:
+                    raise
+                _ = self.conn                  # dropped since the last statement: re-open
+        # inside a transaction block a ROLLBACK may undo the refresh: reload next time
+        vs.temp_version = -1 if in_txn else (vs.version, self.generation)
+
+    def drop_temp(self, vs: PgView) -> None:
+        with contextlib.suppress(Exception):
+            self.raw.execute(f"DROP TABLE IF EXISTS pg_temp.{pgc.quote_ident(vs.name)}")
+
+    def close(self) -> None:
+        with contextlib.suppress(Exception):
+            self.raw.close()
