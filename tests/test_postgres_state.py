@@ -122,6 +122,8 @@ def test_hostile_catalog_rows_are_refused_and_left_alone(db, tmp_path):
     assert not marker.exists()
     assert w.execute("SELECT count(*) FROM r").fetchone()[0] == 3     # the table is untouched
     assert Counter(s.execute("SELECT a FROM r").fetchall()) == Counter({(1,): 1, (2,): 1, (3,): 1})
+    s.execute("DROP VIEW evil, evil2")                                 # the way out: rows go
+    assert w.execute("SELECT name FROM ivm.views ORDER BY name").fetchall() == [("good",), ("other",), ("r",)]
     s.close(drop=True)
 
 

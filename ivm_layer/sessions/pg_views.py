@@ -18,7 +18,7 @@ import warnings
 from collections import Counter
 
 from connectors import postgres as pgc
-from connectors.checkpoint import CheckpointError
+from connectors.checkpoint import CheckpointError, CheckpointStore
 from connectors.pgoutput import lsn_str
 
 from ..errors import IVMError, SQLError
@@ -305,6 +305,18 @@ class ViewCatalog:
                                  reconnect_seconds=self.ctx.reconnect_seconds).start()
 
     # -- dropping -----------------------------------------------------------------------------
+    def drop_skipped(self, name: str) -> None:
+        """``DROP VIEW`` of a catalog row that was not loaded: the row goes, and the slot and
+        publication too when they are this session's (the publication's comment says so)."""
+        slot, _ = self.skipped.pop(name)
+        ctl = self.ctx.ctl
+        ctl.execute("DELETE FROM ivm.views WHERE session = %s AND name = %s", [self.ctx.session, name])
+        if SLOT_PATTERN.fullmatch(slot) and self.publication(slot) == self.marker(slot):
+            ctl.execute("DELETE FROM ivm.progress WHERE slot = %s", [slot])
+            pgc.drop_slot(ctl, slot)
+            pgc.drop_publication(ctl, slot)
+            CheckpointStore(self.ctx.state_dir, slot).remove()
+
     def drop(self, name: str, user_conn=None) -> None:
         vs = self.ctx.views[name]
         vs.stop_reader()

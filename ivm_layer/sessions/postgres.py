@@ -318,7 +318,7 @@ class PostgresSession(SessionBase):
         return cur
 
     def _drop(self, st: DropView, text: str, params) -> Cursor:
-        ours = [n for n in st.names if n in self._views]
+        ours = [n for n in st.names if n in self._views or n in self.catalog.skipped]
         if not ours:
             return self._user.run(text, params)
         if self._user.in_txn():
@@ -326,6 +326,8 @@ class PostgresSession(SessionBase):
         for n in st.names:
             if n in self._views:
                 self.catalog.drop(n, self._user)
+            elif n in self.catalog.skipped:
+                self.catalog.drop_skipped(n)
             else:
                 self._user.run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}", None)
         return Cursor()
