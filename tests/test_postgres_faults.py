@@ -171,3 +171,26 @@ def test_server_refusing_connections_gives_a_clear_error(pg_url, tmp_path):
         finally:
             admin.execute(f'ALTER DATABASE "{dbname}" ALLOW_CONNECTIONS true')
     s.close(drop=True)
+
+
+def test_a_consumer_far_behind_lets_go_and_never_blocks_a_shutdown(pg_cluster, pg_url, tmp_path, monkeypatch):
+    from ivm_layer.sessions import pg_stream
+
+    monkeypatch.setattr(pg_stream, "QUEUE_TRANSACTIONS", 10)       # a queue that fills at once
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        w.execute("CREATE TABLE t (a int)")
+        w.execute("ALTER TABLE t REPLICA IDENTITY FULL")
+    s = ivm_layer.connect(pg_url, state_dir=tmp_path)
+    s.execute("CREATE INCREMENTAL VIEW v AS SELECT a FROM t")
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        for i in range(200):                                        # 200 transactions, nobody polls
+            w.execute("INSERT INTO t VALUES (%s)", [i])
+    time.sleep(1.5)                                                 # the reader pauses
+    res = pg_cluster.restart(timeout=20)
+    assert res.returncode == 0, res.stderr
+    pg_cluster.wait_ready()
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        w.execute("INSERT INTO t VALUES (200)")
+    s.sync()
+    assert sorted(r for r, _ in s.view("v").rows()) == [(i,) for i in range(201)]
+    s.close(drop=True)

@@ -13,7 +13,12 @@ import pytest
 import ivm_layer
 from connectors import postgres as pgc
 from ivm_layer.errors import IVMError, SQLError
-from ivm_layer.sessions.postgres import SourceChangedError, ViewStoppedError, ViewStoppedWarning, slot_name
+from ivm_layer.sessions.postgres import (
+    SourceChangedError,
+    ViewStoppedError,
+    ViewStoppedWarning,
+    slot_name,
+)
 
 
 def writer(url):

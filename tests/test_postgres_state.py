@@ -88,7 +88,7 @@ def test_state_files_are_private_typed_json_and_never_run_code(db, tmp_path):
 
 
 def test_state_directory_writable_by_others_is_refused(db):
-    url, w, state = db
+    url, _, state = db
     state.mkdir(mode=0o700)
     os.chmod(state, 0o777)
     with pytest.raises(CheckpointError, match="can be written by other users"):

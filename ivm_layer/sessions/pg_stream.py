@@ -15,6 +15,9 @@ Faults it survives on its own:
   ``reconnect_seconds``; the server re-sends from the slot's confirmed position, which is
   at or before what was queued, and the reader drops every transaction whose end LSN is at
   or below the last one it queued, so nothing is lost or doubled;
+- **a consumer far behind**: when the queue stays full, the reader closes the connection
+  (the slot keeps the WAL; an unread connection would hold up a server shutdown) and
+  reconnects once the queue is half empty;
 - errors a new connection cannot cure (the slot or publication dropped, privileges, bad
   credentials) and an exhausted retry budget end the reader with a :class:`ReplicationError`
   that the session raises on that view's reads only.
@@ -36,6 +39,10 @@ from ..errors import IVMError
 QUEUE_TRANSACTIONS = 20_000      # decoded transactions buffered per view before reading pauses
 
 
+class _Paused(Exception):
+    """The reader let go of its connection while the queue was full."""
+
+
 class ReplicationError(IVMError):
     """A view's replication stream failed for good (slot dropped, server unreachable for
     longer than the retry budget, missing privileges): the view is stopped."""
@@ -46,13 +53,13 @@ class StreamReader:
 
     def __init__(self, open_stream: Callable[[int], pgc.ReplicationStream], stream: pgc.ReplicationStream,
                  view: str, slot: str, start_lsn: int, reconnect_seconds: float = 60.0,
-                 maxsize: int = QUEUE_TRANSACTIONS):
+                 maxsize: int | None = None):
         self.open_stream = open_stream          # lsn → a started stream (may raise)
         self.stream: pgc.ReplicationStream | None = stream
         self.view = view
         self.slot = slot
         self.reconnect_seconds = reconnect_seconds
-        self.out: queue.Queue = queue.Queue(maxsize=maxsize)
+        self.out: queue.Queue = queue.Queue(maxsize=maxsize or QUEUE_TRANSACTIONS)
         self.stop = threading.Event()
         self.received_lsn = start_lsn     # stream position with everything before it queued
         self.durable_lsn = start_lsn      # what the consumer made durable (set by acknowledge)
@@ -84,6 +91,10 @@ class StreamReader:
                         self.stream = self.open_stream(self.durable_lsn)
                         self.reconnects += 1
                     self._read(self.stream)
+                except _Paused as p:
+                    self._drop_stream()          # let go while the consumer catches up
+                    self._resume_after_pause(p.args[0])
+                    continue
                 except Exception as e:  # noqa: BLE001 - classified below, handed to the consumer
                     self._drop_stream()
                     if self.stop.is_set():
@@ -122,16 +133,20 @@ class StreamReader:
                 self.received_lsn = max(self.received_lsn, stream.received_lsn)
 
     def _put(self, stream: pgc.ReplicationStream, txn: Transaction) -> None:
-        """Queue a transaction; while the consumer is far behind (queue full) stop reading,
-        so the server holds the WAL, but keep answering so that the walsender does not time
-        the connection out."""
-        while not self.stop.is_set():
-            try:
-                self.out.put(txn, timeout=1.0)
-                return
-            except queue.Full:
-                stream.flushed_lsn = max(stream.flushed_lsn, self.durable_lsn)
-                stream.send_status()
+        """Queue a transaction. While the consumer is far behind (the queue stays full), let
+        go of the connection — the slot keeps the WAL, and a connection that is not read
+        would hold up a server shutdown — and reconnect once the queue has room again."""
+        try:
+            self.out.put(txn, timeout=1.0)
+        except queue.Full:
+            raise _Paused(txn) from None
+
+    def _resume_after_pause(self, txn: Transaction) -> None:
+        while not self.stop.is_set() and self.out.qsize() > self.out.maxsize // 2:
+            self.stop.wait(0.2)
+        if not self.stop.is_set():
+            self.out.put(txn)
+            self.last_end = txn.end_lsn
 
     def _fail(self, err: BaseException) -> None:
         if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704":
