@@ -4,6 +4,7 @@
     python -m bench paper --sizes 1000,4000    # a family, chosen sizes
     python -m bench Q4* fraud --systems ivm-pull,naive --budget 30
     python -m bench --list                     # workloads, families, systems
+    python -m bench session                    # what a user of a session feels (bench/session.py)
 
 Each (workload, stream size, system) runs in its own child process with a time budget and a
 memory cap (``bench/isolate.py``); the results land in ``OUT/run-<timestamp>/``: one JSON
@@ -161,7 +162,12 @@ def cross_checks(results: list[dict]) -> list[dict]:
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = parse_args(sys.argv[1:] if argv is None else list(argv))
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["session"]:
+        from . import session
+
+        return session.main(argv[1:])
+    args = parse_args(argv)
     if args.list:
         return _list()
     try:

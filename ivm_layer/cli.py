@@ -53,7 +53,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 def _cmd_demo(args: argparse.Namespace) -> int:
     from .demo import run
 
-    return run(n=args.rows, batch=args.batch, seed=args.seed)
+    return run(n=args.rows, batch=args.batch, seed=args.seed, plan=args.plan, history=args.history)
 
 
 def _delegate(name: str, argv: list[str]) -> int:
@@ -83,8 +83,11 @@ def build_parser() -> argparse.ArgumentParser:
     ex.add_argument("--dialect", default="duckdb", help="SQL dialect of the query (default: duckdb)")
     ex.set_defaults(func=_cmd_explain)
     de = sub.add_parser("demo", help="the fraud-detection example end to end on embedded DuckDB")
-    de.add_argument("--rows", type=int, default=20_000, help="transactions to stream (default 20000)")
-    de.add_argument("--batch", type=int, default=200, help="rows per INSERT statement (default 200)")
+    de.add_argument("--history", type=int, default=100_000,
+                    help="past transactions in the table before the view is created (default 100000)")
+    de.add_argument("--rows", type=int, default=2_000, help="new transactions to stream (default 2000)")
+    de.add_argument("--batch", type=int, default=1, help="rows per INSERT statement (default 1)")
+    de.add_argument("--plan", action="store_true", help="print the view's plan (the GJT, class, costs) first")
     de.add_argument("--seed", type=int, default=7, help="random seed of the generated stream")
     de.set_defaults(func=_cmd_demo)
     for name, (_, what) in _DELEGATED.items():

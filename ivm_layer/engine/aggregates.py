@@ -500,6 +500,10 @@ class AggregateView:
 
         return unsubscribe
 
+    def base_rows(self, table: str) -> Mapping[tuple, int]:
+        """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""
+        return self._base.base_rows(table)
+
     def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
         return self._base.lookup(**inputs)
 

@@ -8,6 +8,7 @@ with no state changed.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import IVMError, UpdateError
@@ -93,6 +94,14 @@ class View:
                "materialized_rows": len(self._materialized) if self._materialized is not None else 0}
         out["stored"] = sum(out.values())
         return out
+
+    def base_rows(self, table: str) -> Mapping[tuple, int]:
+        """The rows of input table ``table`` as the view holds them (``{row: multiplicity}``,
+        read-only, O(1)): what sessions diff a table against when they could not see a write."""
+        store = self._store(str(table).lower())
+        if store is None:
+            raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(self.tables)}")
+        return MappingProxyType(store)
 
     def __repr__(self) -> str:
         return f"<ivm_layer.View {self.plan.klass} columns={self.columns} rows={len(self)}>"

@@ -7,11 +7,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+import warnings
 from typing import Any, Self
 
 from ..engine.view import View
 from ..errors import IVMError
-from ..sql.statements import split_statements
+from .router import split
 
 
 class Cursor:
@@ -70,12 +71,19 @@ class ViewInfo:
     definition: str             # the CREATE INCREMENTAL VIEW statement
     lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
+    rebuilds: int = 0                 # rebuilds after writes to the view's static tables
+
+
+class SubscriberWarning(UserWarning):
+    """A view subscriber raised; the change it was told about is committed all the same."""
 
 
 class ViewStateBase:
-    """Mixin of a session's per-view state: name and kind come from its CREATE statement."""
+    """Mixin of a session's per-view state: name and kind come from its CREATE statement;
+    ``subscribers`` are the session-level callbacks (see :meth:`SessionBase.subscribe`)."""
 
     stmt: Any
+    subscribers: list
 
     @property
     def name(self) -> str:
@@ -93,13 +101,14 @@ class SessionBase:
     ``close``; ``_view_lag`` reports replication lag where the source has one."""
 
     dialect = "duckdb"
+    notify_after_commit = False
     _views: dict
     _closed: bool
 
     def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> Cursor:
         """Run one or more statements; return the cursor of the last one."""
         self._check_open()
-        texts = split_statements(sql, self.dialect)
+        texts = split(sql)
         if params is not None and len(texts) != 1:
             raise IVMError(f"parameters need exactly one statement, got {len(texts)}")
         cur = Cursor()
@@ -127,7 +136,7 @@ class SessionBase:
             out.append(ViewInfo(vs.name, "materialized" if vs.materialized else "incremental",
                                 len(vs.view), vs.view.query_class, tuple(vs.tables),
                                 tuple(vs.columns), tuple(vs.types), vs.stmt.definition(self.dialect),
-                                lag_bytes, lag_seconds))
+                                lag_bytes, lag_seconds, getattr(vs, "rebuilds", 0)))
         return out
 
     def explain(self, name: str) -> str:
@@ -137,9 +146,37 @@ class SessionBase:
 
     def subscribe(self, name: str, callback: Callable[[list[tuple[tuple, int]]], Any]) -> Callable[[], None]:
         """Call ``callback(change)`` with ``[(row, Δk), …]`` after each change of view ``name``;
-        returns a function that unsubscribes."""
+        returns a function that unsubscribes. In sessions with ``notify_after_commit`` the
+        callback runs after the database committed the change (inside ``BEGIN … COMMIT``: at
+        ``COMMIT``, with the transaction's consolidated change; nothing on ``ROLLBACK``), and an
+        exception it raises is reported as a :class:`SubscriberWarning`: the change stays
+        applied in the database and in the view alike."""
         self._check_open()
-        return self._state(name).view.subscribe(callback)
+        vs = self._state(name)
+        if not self.notify_after_commit:
+            return vs.view.subscribe(callback)
+        vs.subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in vs.subscribers:
+                vs.subscribers.remove(callback)
+
+        return unsubscribe
+
+    def _notify(self, pending: dict) -> None:
+        """Run session subscribers with each view's consolidated change (after a commit)."""
+        for vs, change in pending.items():
+            rows = [(r, k) for r, k in change.items() if k]
+            if not rows:
+                continue
+            for cb in list(vs.subscribers):
+                try:
+                    cb(list(rows))
+                except Exception as e:  # a subscriber's bug must not undo a committed change
+                    warnings.warn(SubscriberWarning(
+                        f"a subscriber of view {vs.name!r} raised {type(e).__name__}: {e} "
+                        "(the change is committed and applied to the view)"), stacklevel=3)
+        pending.clear()
 
     def close(self) -> None:  # pragma: no cover - every session overrides it
         raise NotImplementedError

@@ -21,7 +21,7 @@ from connectors.pgconn import ConnectionLostError
 from connectors.pgoutput import Transaction
 
 from ..errors import IVMError
-from .pg_serve import write_change
+from .pg_served import apply_change
 from .pg_state import (
     SYNC_PREFIX,
     LagWarning,
@@ -157,7 +157,10 @@ class StreamApplier:
             self.write_table(vs, change, lsn)
             vs.table_lsn = lsn
         elif batch:
-            vs.view.apply(batch)
+            if vs.served is not None and vs.served.wants_changes:
+                vs.served.add(vs.view.diff(batch))     # the TEMP table catches up by the change
+            else:
+                vs.view.apply(batch)
         for t, rows in batch.items():
             base = vs.base.setdefault(t, Counter())
             for r, k in rows:
@@ -184,7 +187,9 @@ class StreamApplier:
         while True:
             try:
                 with ctl.transaction():
-                    write_change(ctl, vs, change)
+                    if change:
+                        apply_change(ctl, f"public.{pgc.quote_ident(vs.name)}", vs.name, vs.columns,
+                                     vs.types, change)
                     ctl.execute("UPDATE ivm.progress SET lsn = %s WHERE slot = %s", [lsn, vs.slot])
                 return
             except ConnectionLostError:

@@ -13,6 +13,7 @@ from ..compile import compile_view
 from ..errors import IVMError, SQLError
 from ..sql.statements import CreateIncrementalView
 from .core import dedupe_names
+from .pg_served import ServedTable
 from .pg_state import UNIT_COLUMN, PgContext, PgView, slot_name
 
 
@@ -67,6 +68,8 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
     slot = slot or slot_name(ctx.db, ctx.session, st.name)
     vs = PgView(st, view, list(used), used, columns, types, slot)
     vs.store = CheckpointStore(ctx.state_dir, slot)
+    if not st.materialized:
+        vs.served = ServedTable(st.name, columns, types)
     vs.oids = {t: ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]
                for t in used}
     return vs

@@ -22,6 +22,7 @@ from ..engine.view import View
 from ..errors import IVMError
 from ..sql.statements import CreateIncrementalView
 from .core import ViewStateBase
+from .pg_served import ServedTable
 from .pg_stream import StreamReader
 
 SYNC_PREFIX = "ivm-layer-sync"
@@ -115,7 +116,7 @@ class PgView(ViewStateBase):
     reader: StreamReader | None = None
     error: BaseException | None = None
     version: int = 0
-    temp_version: Any = -1
+    served: ServedTable | None = None      # non-materialized: its TEMP table for PostgreSQL reads
     seen_tokens: set = field(default_factory=set)
     last_commit_time: Any = None
     col_index: dict[str, list[int]] = field(default_factory=dict)   # relation column positions

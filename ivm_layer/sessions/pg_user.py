@@ -14,7 +14,7 @@ from connectors.pgconn import ConnectionLostError, ControlConnection
 
 from ..errors import IVMError, SQLError
 from .core import Cursor
-from .pg_serve import column_defs, load_temp
+from .pg_served import thaw
 from .pg_state import PgView
 
 COPY_STDIO = re.compile(r"^\s*COPY\b.*\b(FROM\s+STDIN|TO\s+STDOUT)\b", re.IGNORECASE | re.DOTALL)
@@ -33,6 +33,7 @@ class UserConnection:
         self.generation = 0               # bumped when re-opened (TEMP tables gone)
         self.dirty = False
         self.txn_wrote = False
+        self.served_generation = 0       # the generation the served TEMP tables were made on
 
     @property
     def conn(self):
@@ -122,33 +123,41 @@ class UserConnection:
                     n += 1
         return Cursor(None, [], n or -1)
 
-    def refresh_temp(self, vs: PgView) -> None:
-        """The view's rows in ``pg_temp.<view>``. Inside a transaction block that wrote,
-        PostgreSQL evaluates the definition itself, so the read sees the transaction's own
-        uncommitted writes (as in DuckDB sessions)."""
+    def refresh_temp(self, vs: PgView, views) -> None:
+        """Bring ``pg_temp.<view>`` up to date for a PostgreSQL read (:class:`ServedTable`:
+        created once, then kept in step by the view's changes). Inside a transaction block
+        that wrote, PostgreSQL evaluates the definition itself instead, so the read sees the
+        transaction's own uncommitted writes (as in DuckDB sessions); the table is rebuilt
+        from the engine on the next read after the block."""
         import psycopg
 
         conn = self.conn
+        if self.generation != self.served_generation:      # re-opened: the TEMP tables are gone
+            self.forget_served(views)
         in_txn = self.in_txn()
         if in_txn and self.txn_wrote:
             q = pgc.quote_ident(vs.name)
+            cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
             conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
-            conn.execute(f"CREATE TEMP TABLE {q} ({column_defs(vs)})")
+            conn.execute(f"CREATE TEMP TABLE {q} ({cols})")
             conn.execute(f"INSERT INTO pg_temp.{q} SELECT * FROM ({vs.stmt.select_sql}) AS q")
-            vs.temp_version = -1
+            vs.served.drop()
             return
-        if vs.temp_version == (vs.version, self.generation) and not in_txn:
-            return
-        for attempt in range(2):
-            try:
-                load_temp(self.raw, vs)
-                break
-            except psycopg.OperationalError:
-                if attempt or not (self.raw.closed or self.raw.broken) or in_txn:
-                    raise
-                _ = self.conn                  # dropped since the last statement: re-open
-        # inside a transaction block a ROLLBACK may undo the refresh: reload next time
-        vs.temp_version = -1 if in_txn else (vs.version, self.generation)
+        try:
+            vs.served.refresh(conn, vs.view.rows(), in_txn)
+        except psycopg.OperationalError:
+            if not (self.raw.closed or self.raw.broken) or in_txn:
+                raise
+            _ = self.conn                  # dropped since the last statement: re-open, reload
+            self.forget_served(views)
+            vs.served.refresh(self.raw, vs.view.rows(), False)
+
+    def forget_served(self, views) -> None:
+        """The connection was re-opened: every served view's TEMP table is gone."""
+        self.served_generation = self.generation
+        for v in views:
+            if v.served is not None:
+                v.served.drop()
 
     def drop_temp(self, vs: PgView) -> None:
         with contextlib.suppress(Exception):
@@ -157,3 +166,21 @@ class UserConnection:
     def close(self) -> None:
         with contextlib.suppress(Exception):
             self.raw.close()
+
+
+def expand(pairs, limit: int | None, types: list[str]):
+    """Rows of ``(row, k)`` pairs (k copies each), at most ``limit``, arrays as lists."""
+    arrays = [i for i, t in enumerate(types) if t.endswith("]")]
+    n = 0
+    for row, k in pairs:
+        if arrays:
+            row = list(row)
+            for i in arrays:
+                if row[i] is not None:
+                    row[i] = thaw(row[i])
+            row = tuple(row)
+        for _ in range(k):
+            if limit is not None and n >= limit:
+                return
+            yield row
+            n += 1

@@ -25,7 +25,7 @@ from ..errors import IVMError, SQLError
 from ..sql.statements import CreateIncrementalView, classify
 from .pg_apply import StreamApplier
 from .pg_compile import compile_pg_view
-from .pg_serve import copy_in
+from .pg_served import copy_rows
 from .pg_state import SLOT_PATTERN, PgContext, PgView
 from .pg_stream import StreamReader
 
@@ -211,7 +211,7 @@ class ViewCatalog:
                     ctl.execute(f"DROP TABLE IF EXISTS {table}")
                     ctl.execute(f"CREATE TABLE {table} ({cols})")
                     ctl.execute(f"COMMENT ON TABLE {table} IS {pgc.quote_literal(self.marker(vs.slot))}")
-                    copy_in(ctl, table, vs.view.rows(), vs.types)
+                    copy_rows(ctl, table, vs.view.rows(), vs.types)
                 ctl.execute("INSERT INTO ivm.progress VALUES (%s, %s) ON CONFLICT (slot) "
                             "DO UPDATE SET lsn = excluded.lsn", [vs.slot, slot.consistent_lsn])
                 if new:
@@ -333,6 +333,8 @@ class ViewCatalog:
             ctl.execute("DELETE FROM ivm.progress WHERE slot = %s", [vs.slot])
         if user_conn is not None:
             user_conn.drop_temp(vs)
+        if vs.served is not None:
+            vs.served.drop()
         pgc.drop_slot(ctl, vs.slot)
         if self.publication(vs.slot) == self.marker(vs.slot):
             pgc.drop_publication(ctl, vs.slot)

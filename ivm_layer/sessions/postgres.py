@@ -53,14 +53,13 @@ from connectors.pgoutput import ValueDecoder, lsn_str
 from ..engine.view import View
 from ..errors import IVMError
 from ..sql.statements import (
-    CreateIncrementalView,
     DropView,
-    SelectStatement,
-    TransactionControl,
     classify,
 )
+from . import reads
 from .core import Cursor, SessionBase
 from .pg_apply import StreamApplier
+from .pg_served import star_target
 from .pg_state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -74,8 +73,9 @@ from .pg_state import (  # noqa: F401 - re-exported: the public names of Postgre
     slot_name,
 )
 from .pg_stream import ReplicationError  # noqa: F401
-from .pg_user import COPY_STDIO, UserConnection
+from .pg_user import COPY_STDIO, UserConnection, expand
 from .pg_views import CatalogError, ViewCatalog  # noqa: F401
+from .router import route
 
 
 def connect_postgres(url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
@@ -115,9 +115,12 @@ class PostgresSession(SessionBase):
                                  reconnect_seconds, self.dialect, self._views)
             self.applier = StreamApplier(self.ctx)
             self.catalog = ViewCatalog(self.ctx, self.applier)
+            self._names = reads.ViewNames()
+            self._shapes: dict[str, object] = {}
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
                 self.catalog.load()
+            self._names.set(self._views)
         except BaseException:
             self.close()
             raise
@@ -285,27 +288,126 @@ class PostgresSession(SessionBase):
     def _dispatch(self, text: str, params) -> Cursor:
         if COPY_STDIO.match(text):
             return self._user.copy_statement(text, params)
-        st = classify(text, self.dialect)
-        if isinstance(st, CreateIncrementalView):
+        r = route(text)
+        kind = r.kind
+        if kind == "create_view":
+            st = classify(text, self.dialect)
             if params:
                 raise IVMError("CREATE INCREMENTAL VIEW does not take parameters")
             if self._user.in_txn():
                 raise IVMError("CREATE INCREMENTAL VIEW inside an explicit transaction is not supported: "
                                "COMMIT or ROLLBACK first")
-            self.catalog.create(st)
+            try:
+                self.catalog.create(st)
+            finally:
+                self._names.set(self._views)
             return Cursor()
+        if kind == "drop":
+            return self._drop(text, params)
+        if kind in ("begin", "commit", "rollback"):
+            return self._transaction(r, params)
+        names = self._names.find(text) if self._views else []
+        if names:
+            return self._serve(r, names, params)
+        cur = self._user.run(text, params)
+        if kind not in ("read", "other"):
+            self._user.wrote()
+        return cur
+
+    def _serve(self, r, names: list[str], params) -> Cursor:
+        """A statement that mentions incremental views: apply what has arrived (after the
+        session's own writes, wait for them), then answer from the engine where the shape
+        allows, else bring the served views' TEMP tables up to date and run it. A read that
+        finds the user's connection dropped (server restart) is run again on a new one."""
+        import psycopg
+
+        if r.kind != "read" or self._user.in_txn():
+            return self._serve_once(r, names, params)
+        try:
+            return self._serve_once(r, names, params)
+        except (ConnectionLostError, psycopg.OperationalError):
+            if not (self._user.raw.closed or self._user.raw.broken):
+                raise
+            _ = self._user.conn
+            self._user.forget_served(self._views.values())
+            return self._serve_once(r, names, params)
+
+    def _serve_once(self, r, names: list[str], params) -> Cursor:
+        user = self._user
+        in_txn = user.in_txn()
+        if user.dirty and not in_txn:
+            self.sync()             # read your own committed writes
+        else:
+            self.poll()
+        for n in names:
+            self._check_stopped(self._views[n])
+        own_writes = in_txn and user.txn_wrote
+        if (r.kind == "read" and params is None and len(names) == 1 and not own_writes
+                and not self._views[names[0]].materialized):
+            vs = self._views[names[0]]
+            if reads.count_target(r.text) == vs.name:
+                return Cursor(self._shape(r.text, vs), [(len(vs.view),)], 1)
+            star = star_target(r.text)
+            if star is not None and star[0] == vs.name:
+                rows = list(expand(vs.view.rows(), star[1], vs.types))
+                return Cursor(self._shape(f"SELECT * FROM {pgc.quote_ident(vs.name)}", vs), rows, len(rows))
+        served = [self._views[n] for n in names if not self._views[n].materialized]
+        for vs in served:
+            user.refresh_temp(vs, self._views.values())
+        cur = user.run(r.text, params)
+        if r.kind != "read":
+            user.wrote()
+        return cur
+
+    def _shape(self, text: str, vs: PgView):
+        """PostgreSQL's result description of ``text`` over the view (cached; ``LIMIT 0`` over an
+        empty TEMP table of the view's columns: no rows are read)."""
+        desc = self._shapes.get(text)
+        if desc is None:
+            if not vs.served.ready:
+                cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
+                self._user.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {pgc.quote_ident(vs.name)} ({cols})")
+            desc = self._user.run(f"SELECT * FROM ({text}) AS q LIMIT 0", None).description
+            self._shapes[text] = desc
+        return desc
+
+    def _transaction(self, r, params) -> Cursor:
+        from psycopg import pq
+
+        user = self._user
+        failed = user.raw.pgconn.transaction_status == pq.TransactionStatus.INERROR
+        cur = user.run(r.text, params)
+        if r.kind in ("commit", "rollback"):
+            committed = r.kind == "commit" and not failed
+            for vs in self._views.values():
+                if vs.served is not None:
+                    vs.served.end_transaction(committed)
+            if committed and user.txn_wrote:
+                user.dirty = True
+            user.txn_wrote = False
+        return cur
+
+    def _drop(self, text: str, params) -> Cursor:
+        st = classify(text, self.dialect)
         if isinstance(st, DropView):
-            return self._drop(st, text, params)
-        if isinstance(st, SelectStatement):
-            return self._select(st, text, params)
-        if isinstance(st, TransactionControl):
-            cur = self._user.run(text, params)
-            if st.action == "commit" and self._user.txn_wrote:
-                self._user.dirty = True
-            if st.action in ("commit", "rollback"):
-                self._user.txn_wrote = False
-            return cur
-        if st.kind in ("DROP",) and st.drop_kind == "TABLE":
+            ours = [n for n in st.names if n in self._views or n in self.catalog.skipped]
+            if not ours:
+                return self._user.run(text, params)
+            if self._user.in_txn():
+                raise IVMError("DROP VIEW of an incremental view inside an explicit transaction is not supported")
+            try:
+                for n in st.names:
+                    if n in self._views:
+                        self.catalog.drop(n, self._user)
+                    elif n in self.catalog.skipped:
+                        self.catalog.drop_skipped(n)
+                    else:
+                        self._user.run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}",
+                                       None)
+            finally:
+                self._names.set(self._views)
+            return Cursor()
+        if getattr(st, "drop_kind", None) == "TABLE":
             for t in st.targets or []:
                 readers = sorted(v.name for v in self._views.values() if t in v.tables)
                 if readers:
@@ -316,44 +418,6 @@ class PostgresSession(SessionBase):
         cur = self._user.run(text, params)
         self._user.wrote()
         return cur
-
-    def _drop(self, st: DropView, text: str, params) -> Cursor:
-        ours = [n for n in st.names if n in self._views or n in self.catalog.skipped]
-        if not ours:
-            return self._user.run(text, params)
-        if self._user.in_txn():
-            raise IVMError("DROP VIEW of an incremental view inside an explicit transaction is not supported")
-        for n in st.names:
-            if n in self._views:
-                self.catalog.drop(n, self._user)
-            elif n in self.catalog.skipped:
-                self.catalog.drop_skipped(n)
-            else:
-                self._user.run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}", None)
-        return Cursor()
-
-    def _select(self, st: SelectStatement, text: str, params) -> Cursor:
-        read = [self._views[t] for t in st.tables if t in self._views]
-        if not read:
-            return self._user.run(text, params)
-        if self._user.dirty and not self._user.in_txn():
-            self.sync()             # read your own committed writes
-        else:
-            self.poll()
-        for vs in read:
-            self._check_stopped(vs)
-        served = [vs for vs in read if not vs.materialized]
-        for vs in served:
-            self._user.refresh_temp(vs)
-        if not served or self._user.in_txn():
-            return self._user.run(text, params)
-        try:
-            return self._user.run(text, params)
-        except ConnectionLostError:
-            # a read of served views only: reload them on the new connection and read again
-            for vs in served:
-                self._user.refresh_temp(vs)
-            return self._user.run(text, params)
 
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
         with pgconn.driver_errors(self._target):

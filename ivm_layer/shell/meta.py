@@ -133,6 +133,10 @@ def cmd_views(runner: Runner, args: list[str]) -> None:
         columns += ["Lag bytes", "Lag seconds"]
         for r, i in zip(rows, infos):
             r += [i.lag_bytes, None if i.lag_seconds is None else round(i.lag_seconds, 3)]
+    if any(i.rebuilds for i in infos):  # writes to static tables rebuilt a view (paper 003)
+        columns.append("Rebuilds")
+        for r, i in zip(rows, infos):
+            r.append(i.rebuilds)
     _title(runner, "List of incremental views")
     runner.write(render_result(columns, [tuple(r) for r in rows], runner.display))
 
