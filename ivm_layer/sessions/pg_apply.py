@@ -18,7 +18,7 @@ from collections import Counter
 
 from connectors import postgres as pgc
 from connectors.pgconn import ConnectionLostError
-from connectors.pgoutput import Transaction
+from connectors.pgoutput import Transaction, lsn_str
 
 from ..errors import IVMError
 from .pg_served import apply_change
@@ -253,6 +253,22 @@ class StreamApplier:
         vs.reader.acknowledge(ack)
 
     # -- lag and sources ----------------------------------------------------------------------
+    def describe(self, vs: PgView) -> str:
+        """The view's plan plus its replication state (slot, positions, lag, reconnects, stop)."""
+        lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
+        lag_b, lag_s = self.lag(vs, lag)
+        lines = [vs.view.explain(), "", f"replication slot {vs.slot}"
+                 + (f" (active: {lag.active}, WAL retained: {lag.retained_bytes:,} bytes, "
+                    f"acknowledged {lsn_str(lag.confirmed_flush_lsn)})" if lag else " (missing!)"),
+                 f"applied through {lsn_str(vs.applied_lsn)}; checkpoint {lsn_str(vs.checkpoint_lsn)}"
+                 + (f"; table {lsn_str(vs.table_lsn)}" if vs.materialized else ""),
+                 f"lag: {lag_b:,} bytes, {lag_s:.3f} s"]
+        if vs.reader is not None and vs.reader.reconnects:
+            lines.append(f"reconnected {vs.reader.reconnects} time(s)")
+        if vs.error is not None:
+            lines.append(f"STOPPED: {vs.error}")
+        return "\n".join(lines)
+
     def lag(self, vs: PgView, slot: pgc.SlotLag | None) -> tuple[int, float]:
         """(bytes, seconds) behind. Bytes: the server's WAL position minus ours, where ours is
         the last applied transaction or, with nothing queued, how far the walsender has

@@ -13,8 +13,9 @@ from connectors import postgres as pgc
 from connectors.pgconn import ConnectionLostError, ControlConnection
 
 from ..errors import IVMError, SQLError
+from . import reads
 from .core import Cursor
-from .pg_served import thaw
+from .pg_served import star_target, thaw
 from .pg_state import PgView
 
 COPY_STDIO = re.compile(r"^\s*COPY\b.*\b(FROM\s+STDIN|TO\s+STDOUT)\b", re.IGNORECASE | re.DOTALL)
@@ -184,3 +185,29 @@ def expand(pairs, limit: int | None, types: list[str]):
                 return
             yield row
             n += 1
+
+
+def engine_answer(user: UserConnection, shapes: dict, text: str, vs: PgView) -> Cursor | None:
+    """``SELECT count(*) FROM v`` and ``SELECT * FROM v [LIMIT n]`` of a served view, answered
+    by the engine (O(1) / O(rows returned)); None for any other statement. The result's
+    description is PostgreSQL's, read once per statement text over an empty TEMP table."""
+    if vs.materialized:
+        return None
+    if reads.count_target(text) == vs.name:
+        return Cursor(_shape(user, shapes, text, vs), [(len(vs.view),)], 1)
+    star = star_target(text)
+    if star is not None and star[0] == vs.name:
+        rows = list(expand(vs.view.rows(), star[1], vs.types))
+        return Cursor(_shape(user, shapes, f"SELECT * FROM {pgc.quote_ident(vs.name)}", vs), rows, len(rows))
+    return None
+
+
+def _shape(user: UserConnection, shapes: dict, text: str, vs: PgView):
+    desc = shapes.get(text)
+    if desc is None:
+        if not vs.served.ready:
+            cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
+            user.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {pgc.quote_ident(vs.name)} ({cols})")
+        desc = user.run(f"SELECT * FROM ({text}) AS q LIMIT 0", None).description
+        shapes[text] = desc
+    return desc

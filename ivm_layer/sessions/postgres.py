@@ -48,7 +48,7 @@ from connectors import pgconn
 from connectors import postgres as pgc
 from connectors.checkpoint import private_dir
 from connectors.pgconn import ConnectionLostError, ControlConnection
-from connectors.pgoutput import ValueDecoder, lsn_str
+from connectors.pgoutput import ValueDecoder
 
 from ..engine.view import View
 from ..errors import IVMError
@@ -59,7 +59,6 @@ from ..sql.statements import (
 from . import reads
 from .core import Cursor, SessionBase
 from .pg_apply import StreamApplier
-from .pg_served import star_target
 from .pg_state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -73,7 +72,7 @@ from .pg_state import (  # noqa: F401 - re-exported: the public names of Postgre
     slot_name,
 )
 from .pg_stream import ReplicationError  # noqa: F401
-from .pg_user import COPY_STDIO, UserConnection, expand
+from .pg_user import COPY_STDIO, UserConnection, engine_answer
 from .pg_views import CatalogError, ViewCatalog  # noqa: F401
 from .router import route
 
@@ -226,19 +225,7 @@ class PostgresSession(SessionBase):
     def _explain(self, name: str) -> str:
         self._check_open()
         vs = self._state(name)
-        lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
-        lag_b, lag_s = self.applier.lag(vs, lag)
-        lines = [vs.view.explain(), "", f"replication slot {vs.slot}"
-                 + (f" (active: {lag.active}, WAL retained: {lag.retained_bytes:,} bytes, "
-                    f"acknowledged {lsn_str(lag.confirmed_flush_lsn)})" if lag else " (missing!)"),
-                 f"applied through {lsn_str(vs.applied_lsn)}; checkpoint {lsn_str(vs.checkpoint_lsn)}"
-                 + (f"; table {lsn_str(vs.table_lsn)}" if vs.materialized else ""),
-                 f"lag: {lag_b:,} bytes, {lag_s:.3f} s"]
-        if vs.reader is not None and vs.reader.reconnects:
-            lines.append(f"reconnected {vs.reader.reconnects} time(s)")
-        if vs.error is not None:
-            lines.append(f"STOPPED: {vs.error}")
-        return "\n".join(lines)
+        return self.applier.describe(vs)
 
     def tables(self) -> dict[str, list[str]]:
         """Tables and views of the ``public`` schema and the incremental views, with columns."""
@@ -341,16 +328,10 @@ class PostgresSession(SessionBase):
             self.poll()
         for n in names:
             self._check_stopped(self._views[n])
-        own_writes = in_txn and user.txn_wrote
-        if (r.kind == "read" and params is None and len(names) == 1 and not own_writes
-                and not self._views[names[0]].materialized):
-            vs = self._views[names[0]]
-            if reads.count_target(r.text) == vs.name:
-                return Cursor(self._shape(r.text, vs), [(len(vs.view),)], 1)
-            star = star_target(r.text)
-            if star is not None and star[0] == vs.name:
-                rows = list(expand(vs.view.rows(), star[1], vs.types))
-                return Cursor(self._shape(f"SELECT * FROM {pgc.quote_ident(vs.name)}", vs), rows, len(rows))
+        if not (in_txn and user.txn_wrote) and r.kind == "read" and params is None and len(names) == 1:
+            cur = engine_answer(user, self._shapes, r.text, self._views[names[0]])
+            if cur is not None:
+                return cur
         served = [self._views[n] for n in names if not self._views[n].materialized]
         for vs in served:
             user.refresh_temp(vs, self._views.values())
@@ -358,18 +339,6 @@ class PostgresSession(SessionBase):
         if r.kind != "read":
             user.wrote()
         return cur
-
-    def _shape(self, text: str, vs: PgView):
-        """PostgreSQL's result description of ``text`` over the view (cached; ``LIMIT 0`` over an
-        empty TEMP table of the view's columns: no rows are read)."""
-        desc = self._shapes.get(text)
-        if desc is None:
-            if not vs.served.ready:
-                cols = ", ".join(f"{pgc.quote_ident(c)} {t}" for c, t in zip(vs.columns, vs.types))
-                self._user.conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {pgc.quote_ident(vs.name)} ({cols})")
-            desc = self._user.run(f"SELECT * FROM ({text}) AS q LIMIT 0", None).description
-            self._shapes[text] = desc
-        return desc
 
     def _transaction(self, r, params) -> Cursor:
         from psycopg import pq
