@@ -194,3 +194,43 @@ def test_a_consumer_far_behind_lets_go_and_never_blocks_a_shutdown(pg_cluster, p
     s.sync()
     assert sorted(r for r, _ in s.view("v").rows()) == [(i,) for i in range(201)]
     s.close(drop=True)
+
+
+def test_a_bare_replication_stream_never_blocks_a_shutdown(pg_cluster, pg_url):
+    """The connector level (what the daemon uses too): a reader that has acknowledged nothing
+    still lets a fast shutdown through, and then sees ConnectionLost (retryable)."""
+    import threading
+
+    from connectors import postgres as pgc
+
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        w.execute("CREATE TABLE t (a int)")
+        w.execute("CREATE PUBLICATION p_bare FOR TABLE t")
+    rs = pgc.ReplicationStream(pg_url, status_interval=0.5)
+    slot = rs.create_slot("bare_slot", export_snapshot=False)
+    rs.start("bare_slot", "p_bare", slot.consistent_lsn)
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        w.execute("INSERT INTO t VALUES (1)")
+    seen: list = []
+    errors: list[BaseException] = []
+
+    def read():
+        try:
+            while True:
+                seen.extend(rs.read(0.2))          # flushed_lsn stays at the start: nothing durable
+        except BaseException as e:  # noqa: BLE001 - inspected below
+            errors.append(e)
+
+    t = threading.Thread(target=read, daemon=True)
+    t.start()
+    time.sleep(1.0)
+    res = pg_cluster.restart(timeout=20)
+    assert res.returncode == 0, res.stderr
+    t.join(20)
+    assert seen and errors and pgc.is_retryable(errors[0])
+    rs.close()
+    pg_cluster.wait_ready()
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        # the slot kept its position: nothing acknowledged was lost
+        assert pgc.slot_lag(w, "bare_slot").confirmed_flush_lsn == slot.consistent_lsn
+        w.execute("SELECT pg_drop_replication_slot('bare_slot')")
