@@ -105,9 +105,11 @@ class PostgresSession(SessionBase):
         self._target = target
         self._user = UserConnection(target, self.url, reconnect_seconds)     # the user's statements
         self._closed = False
+        ctl = None
         try:
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
-            identity = pgconn.database_identity(ctl)
+            with pgconn.driver_errors(target):
+                identity = pgconn.database_identity(ctl)
             sd = Path(state_dir) if state_dir is not None else default_state_dir(identity, session)
             self.ctx = PgContext(target, session, identity, ctl, private_dir(sd), ValueDecoder(),
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
@@ -122,6 +124,8 @@ class PostgresSession(SessionBase):
             self._names.set(self._views)
         except BaseException:
             self.close()
+            if ctl is not None:
+                ctl.close()
             raise
 
     @property
@@ -250,7 +254,7 @@ class PostgresSession(SessionBase):
         try:
             for vs in list(self._views.values()):
                 if drop:
-                    with contextlib.suppress(IVMError):
+                    with contextlib.suppress(IVMError), pgconn.driver_errors(self._target):
                         self.catalog.drop(vs.name, self._user)
                     continue
                 with contextlib.suppress(Exception):
@@ -258,7 +262,7 @@ class PostgresSession(SessionBase):
                         self.applier.apply_available(vs, 0.0)
                 vs.stop_reader()
                 if vs.error is None and vs.store is not None:
-                    with contextlib.suppress(OSError):
+                    with contextlib.suppress(OSError, IVMError):
                         self.applier.checkpoint(vs, force=True)
                 if vs.store is not None:
                     vs.store.close()
