@@ -131,3 +131,20 @@ def test_publication_altered_and_a_200k_row_transaction(env):
     w.execute("DELETE FROM r WHERE a > 100")
     s.sync()
     assert s.execute("SELECT * FROM cnt").fetchone() == w.execute("SELECT COUNT(*) FROM r").fetchone()
+
+
+def test_publication_dropped_behind_the_sessions_back(env):
+    s, w, _ = env
+    s.execute("CREATE INCREMENTAL VIEW gone AS SELECT s.b FROM s")
+    s.execute("CREATE INCREMENTAL VIEW kept AS SELECT r.a FROM r")
+    w.execute("DROP PUBLICATION " + s._views["gone"].slot)
+    w.execute("INSERT INTO s VALUES (30, 9)")
+    w.execute("INSERT INTO r VALUES (5, 30, 'z', 0)")
+    with pytest.warns(ViewStoppedWarning, match="publication .* of view 'gone'"):
+        s.sync()
+    with pytest.raises(ViewStoppedError, match="publication"):
+        s.execute("SELECT * FROM gone")
+    assert sorted(r[0] for r, _ in s.view("kept").rows()) == [1, 2, 5]
+    s.execute("DROP VIEW gone")
+    assert not w.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name LIKE %s",
+                         ["%gone%"]).fetchone()

@@ -149,7 +149,10 @@ class StreamReader:
             self.last_end = txn.end_lsn
 
     def _fail(self, err: BaseException) -> None:
-        if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704":
+        if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704" and "publication" in str(err):
+            err = ReplicationError(f"the publication {self.slot} of view {self.view!r} was dropped behind the "
+                                   f"session's back ({err}); DROP VIEW {self.view} and create it again")
+        elif isinstance(err, pgc.PostgresError) and err.sqlstate == "42704":
             err = ReplicationError(f"the replication slot {self.slot} of view {self.view!r} was dropped "
                                    f"behind the session's back ({err}); DROP VIEW {self.view} and create "
                                    "it again")
