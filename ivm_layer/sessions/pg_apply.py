@@ -224,9 +224,12 @@ class StreamApplier:
         """Every ``checkpoint_seconds`` (or when ``force``): fsync the change log (O(changes
         since the last time)), and when the log has outgrown the snapshot, write a new
         snapshot (which starts an empty log)."""
-        if vs.store is None or vs.applied_lsn <= vs.checkpoint_lsn:
+        if vs.store is None:
             return
         if not force and time.monotonic() - vs.last_checkpoint < self.ctx.checkpoint_seconds:
+            return
+        self.advance_idle(vs)
+        if vs.applied_lsn <= vs.checkpoint_lsn:
             return
         if vs.snapshot_due or vs.store.log_bytes > max(vs.store.snapshot_bytes, 1 << 20):
             self.write_snapshot(vs)
@@ -235,6 +238,19 @@ class StreamApplier:
         if durable:
             vs.checkpoint_lsn = durable
         vs.last_checkpoint = time.monotonic()
+
+    def advance_idle(self, vs: PgView) -> None:
+        """With nothing queued, the WAL the reader has passed holds nothing more for this
+        view: record that position (a log entry without changes), so that the slot can be
+        acknowledged past other tables' WAL and does not retain it. The reader's position is
+        read before the queue is checked: it publishes a position only after queueing every
+        transaction before it, so an empty queue then means they were all applied."""
+        if vs.materialized or vs.reader is None or vs.snapshot_due:
+            return
+        pos = vs.reader.received_lsn
+        if pos > vs.applied_lsn and vs.reader.out.empty():
+            vs.store.append(pos, {})
+            vs.applied_lsn = pos
 
     def write_snapshot(self, vs: PgView) -> None:
         vs.store.write_snapshot({"slot": vs.slot, "definition": vs.stmt.definition(self.ctx.dialect),
