@@ -8,7 +8,9 @@ from .engine.aggregates import AggregateView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
+from .query import Predicate
 from .sql import translate_select
+from .sql.params import HIDDEN, extract_params
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
@@ -16,15 +18,103 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
-    the view's update methods are tuples in that column order. ``static`` (tables that never
-    change) and ``params`` (input parameters of a parameterized view) are reserved for the
-    extensions of papers 003/004 and must be empty for now.
+    the view's update methods are tuples in that column order.
+
+    ``static`` names tables that are loaded once (paper 003): they may be loaded until the
+    first update of a dynamic table, and the view is planned so that dynamic updates cost O(1)
+    when the query allows it (C_lin / C_poly, see ``planner/static.py``). ``params`` names
+    output columns that become input parameters (paper 004); placeholders ``col = $name``,
+    ``$1``, ``?`` (and ranges ``col > $p``, ``BETWEEN $lo AND $hi``) in the SQL do the same.
+    A parameterized view answers ``view.lookup(**inputs)`` (``planner/params.py``,
+    ``engine/lookup.py``).
     """
-    if tuple(static):
-        raise IVMError("static tables are not supported yet: pass static=()")
-    if tuple(params):
-        raise IVMError("parameterized views are not supported yet: pass params=()")
-    gcq = translate_select(sql, schema, dialect=dialect)
+    static = _static_names(static, schema)
+    params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
+    rewritten, placeholders, ranges = extract_params(sql, dialect)
+    if (placeholders or ranges) and params:
+        raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
+    gcq = translate_select(rewritten, schema, dialect=dialect)
     if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
+        if static or params or placeholders or ranges:
+            raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
         return AggregateView(gcq, sql)
+    if params or placeholders or ranges:
+        if static:
+            raise IVMError("static tables and parameters in one view are not supported yet")
+        return _param_view(gcq, sql, params, placeholders, ranges)
+    if static:
+        return _static_view(gcq, sql, static)
     return View(plan(gcq), sql)
+
+
+def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
+                ranges: list[tuple[str, str, str]]) -> View:
+    from .engine.lookup import ParamView
+    from .planner.params import describe, plan_params
+
+    names = list(placeholders) if placeholders or ranges else params
+    if len(set(names)) != len(names):
+        raise IVMError(f"duplicate parameter names in {names}")
+    range_cols = [col for _, _, col in ranges]
+    range_vars = [gcq.output[gcq.columns.index(col)] for col in range_cols]
+    if placeholders or ranges:
+        hidden = [HIDDEN + p for p in placeholders]
+        param_vars = [gcq.output[gcq.columns.index(h)] for h in hidden]
+        keep = [i for i, c in enumerate(gcq.columns) if c not in hidden and c not in range_cols]
+    else:
+        param_vars = []
+        for p in params:
+            hits = [i for i, c in enumerate(gcq.columns) if c.lower() == p]
+            if len(hits) != 1:
+                raise IVMError(f"params=: {p!r} must name exactly one output column "
+                               f"(columns: {', '.join(gcq.columns)})")
+            param_vars.append(gcq.output[hits[0]])
+        keep = [i for i, c in enumerate(gcq.columns) if c.lower() not in params]
+    columns = [gcq.columns[i] for i in keep]
+    for v in dict.fromkeys(param_vars + range_vars):  # `col = $p` never matches NULL: neither do rows()
+        nn = Predicate(v, "is not null", None, None)
+        if nn not in gcq.predicates:
+            gcq.predicates.append(nn)
+    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars)
+    the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
+    the_plan.notes = (the_plan.notes or []) + describe(pp, names)
+    if ranges:
+        the_plan.notes.append("range parameters " + ", ".join(f"${n} ({op})" for n, op, _ in ranges)
+                              + ": the equality lookup's rows are filtered and consolidated — "
+                              "O(rows for the equality inputs) per lookup, not O(log n)")
+    everything = names + [n for n, _, _ in ranges]
+    if all(n.startswith("p") and n[1:].isdigit() for n in everything):
+        everything.sort(key=lambda n: int(n[1:]))
+    rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
+    return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
+                     eq_params=names, ranges=rng)
+
+
+def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:
+    if isinstance(static, str):
+        static = [s for s in static.split(",")]
+    names = frozenset(str(s).strip().lower() for s in static if str(s).strip())
+    known = {str(t).lower() for t in schema} if isinstance(schema, dict) else set()
+    unknown = sorted(names - known)
+    if unknown:
+        raise IVMError(f"static table {unknown[0]!r} is not in the schema (tables: {', '.join(sorted(known))})")
+    return names
+
+
+def _static_view(gcq, sql: str, static: frozenset[str]) -> View:
+    from .engine.static import StaticPart, StaticView
+    from .planner.static import describe, plan_static
+
+    sp = plan_static(gcq, static)
+    if sp.plan is None:  # not tractable, or inequality joins: the usual plan, load-once tables
+        main = plan(gcq)
+        if main.core is None:
+            main.static_atoms = sp.static_atoms
+        parts = []
+    else:
+        main = sp.plan
+        main.static_atoms = sp.static_atoms
+        parts = [StaticPart(p.relation, View(plan(p.gcq)), " ⋈ ".join(a.alias for a in p.gcq.atoms))
+                 for p in sp.parts if p.relation is not None]
+    main.notes = (main.notes or []) + describe(sp, static & {a.relation for a in gcq.atoms}, gcq)
+    return StaticView(main, sql, static, parts)

@@ -113,11 +113,16 @@ def test_fraud_query_end_to_end_with_core():
     assert len(v) == 0 and list(v.rows()) == []
 
 
-def test_reserved_parameters_are_rejected_clearly():
-    with pytest.raises(IVMError, match="static"):
-        ivm_layer.compile_view(Q, SCHEMA, static=("r",))
-    with pytest.raises(IVMError, match="parameterized"):
-        ivm_layer.compile_view(Q, SCHEMA, params=("k",))
+def test_static_and_params_entry_points():
+    with pytest.raises(IVMError, match="not in the schema"):
+        ivm_layer.compile_view(Q, SCHEMA, static=("nation",))
+    v = ivm_layer.compile_view(Q, SCHEMA, static=("r",))
+    assert "static" in v.explain()  # inequality join: outside 003, planned as usual
+    p = ivm_layer.compile_view(Q, SCHEMA, params=("k",))
+    p.apply({"r": [((1, 7), 1)], "s": [((2, 7), 1), ((0, 7), 1)]})
+    assert list(p.lookup(k=7)) == [((1, 2), 1)] and list(p.lookup(k=8)) == []
+    with pytest.raises(IVMError, match="params="):
+        ivm_layer.compile_view(Q, SCHEMA, params=("zz",))
     with pytest.raises(IVMError, match="no input parameters"):
         next(make().lookup(k=7))
 

@@ -122,7 +122,7 @@ class TRep:
     # -- construction -----------------------------------------------------------------
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
-        fused = len(kids) == 1 and node.children[0].vars > node.vars and not is_root
+        fused = len(kids) == 1 and node.children[0].vars > node.vars and not is_root and not node.pinned
         if node.is_leaf:
             form = list(dict.fromkeys(v for v in self.plan.gcq.atoms[node.atom].vars if v is not None))
         elif fused:

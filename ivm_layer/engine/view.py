@@ -141,7 +141,8 @@ class View:
         return self._trep.count
 
     def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
-        raise IVMError("this view has no input parameters (parameterized views are not supported yet)")
+        raise IVMError("this view has no input parameters: declare them with col = $name placeholders "
+                       "in WHERE or compile_view(..., params=(...)), then call lookup(name=value)")
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, table: str, row: Iterable[Any]) -> None:

@@ -11,8 +11,9 @@ from dataclasses import dataclass
 
 from ..errors import CyclicQueryError
 from ..query import GCQ, Predicate
-from .classify import COSTS, FREE_CONNEX, NOT_FREE_CONNEX, Q_HIERARCHICAL, is_q_hierarchical
+from .classify import FREE_CONNEX, NOT_FREE_CONNEX, Q_HIERARCHICAL, is_q_hierarchical
 from .gjt import Node, render
+from .guards import GuardReport, analyze, is_simple
 from .gyo import build_gjt_pair
 from .redundancy import drop_implied_inequalities, implied_closure
 from .transform import binarize, check_invariants, make_sibling_closed, simplify, tighten_edges
@@ -30,6 +31,42 @@ class Plan:
     var_n: frozenset[str]
     core: "Plan | None" = None  # a materialized cyclic core feeding one derived atom
     core_relation: str | None = None
+    #: extra EXPLAIN lines of the planning step that chose this tree (static tables, params)
+    notes: list[str] | None = None
+    #: atoms of static tables (003): loaded once, so their paths do not count for update cost
+    static_atoms: frozenset[int] = frozenset()
+
+    def guards(self) -> GuardReport:
+        """Which leaf-to-root paths are guard paths, and the bounds that follow (guards.py)."""
+        return analyze(self.root, self.in_n)
+
+    def costs(self) -> tuple[str, str]:
+        """(update cost, enumeration delay), derived from the tree, never from the class name."""
+        rep = self.guards()
+        leaves = {a: lp for a, lp in rep.leaves.items() if a not in self.static_atoms}
+        worst = rep.update_cost(list(leaves))
+        what = "dynamic " if self.static_atoms else ""
+        if all(lp.guard_path for lp in leaves.values()) and worst == "O(1)":
+            update = f"O(1) per single-tuple update of a {what}table (every {what}leaf-to-root path is a guard path)"
+        else:
+            slow = [(self.atom_label(a), lp) for a, lp in sorted(leaves.items()) if lp.cost != "O(1)"]
+            update = (f"{worst} per single-tuple update worst case; "
+                      + "; ".join(f"{name}: {lp.cost}, {lp.reason}" for name, lp in slow))
+            fast = [self.atom_label(a) for a, lp in sorted(leaves.items()) if lp.cost == "O(1)"]
+            if fast:
+                update += "; O(1) for " + ", ".join(fast)
+        if self.klass == NOT_FREE_CONNEX:
+            update += ", plus delta enumeration into the materialized result (the size of the output change)"
+            delay = "O(1) delay from the materialized result (memory proportional to the output)"
+        elif self.gcq.distinct:
+            delay = "O(1) delay from the materialized distinct rows"
+        elif rep.delay == "O(1)":
+            delay = "O(1) delay"
+        else:
+            delay = f"{rep.delay} delay: {rep.delay_reason}"
+        if self.core is not None:
+            update += "; plus the core's own update cost (below) times its output change"
+        return update, delay
 
     @property
     def free_connex(self) -> bool:
@@ -45,8 +82,9 @@ class Plan:
         return render(self.root, self.in_n, self.atom_label)
 
     def explain(self) -> str:
-        update, delay = COSTS[self.klass]
+        update, delay = self.costs()
         lines = [f"class: {self.klass}" + (" (with a materialized cyclic core)" if self.core is not None else "")]
+        lines.extend(self.notes or ())
         if self.klass == NOT_FREE_CONNEX:
             extra = sorted(self.var_n - self.gcq.out)
             lines.append(
@@ -149,7 +187,48 @@ def plan(gcq: GCQ, allow_core: bool = True, implied_from: list[Predicate] | None
         klass = NOT_FREE_CONNEX
     elif not joins and is_q_hierarchical(hyperedges, gcq.out):
         klass = Q_HIERARCHICAL
+        if not is_simple(root):  # Algorithm 3 missed the simple tree: build it from the canonical VO
+            simple = plan_from_order(gcq, lambda v: 0 if v in gcq.out else 1)
+            if simple is not None:
+                simple.dropped = dropped
+                return simple
     else:
         klass = FREE_CONNEX
     return Plan(gcq=gcq, root=root, in_n=in_n, klass=klass, join_predicates=joins, dropped=dropped,
+                atom_filters=atom_filters, var_n=var_n)
+
+
+def plan_from_order(gcq: GCQ, rank, atom_vars: dict[int, frozenset[str]] | None = None,
+                    klass: str = Q_HIERARCHICAL) -> Plan | None:
+    """The simple GJT of the canonical variable order of ``gcq`` under ``rank`` (vorder.py),
+    or None when the atoms are not hierarchical in that order. Only for queries whose
+    predicates are all atom filters."""
+    from .vorder import canonical_order, gjt_from_order
+
+    _, joins = split_predicates(gcq)
+    if joins:
+        return None
+    if atom_vars is None:
+        atom_vars = {i: a.varset for i, a in enumerate(gcq.atoms)}
+    order = canonical_order(atom_vars, rank)
+    if order is None:
+        return None
+    root, in_n = gjt_from_order(order[0], order[1], atom_vars, gcq.out)
+    return finish_tree(gcq, root, in_n, klass)
+
+
+def finish_tree(gcq: GCQ, root: Node, in_n: set[int], klass: str) -> Plan | None:
+    """Binarize a hand-built GJT pair, attach the atoms' filters and check it; None when the
+    tree's N does not cover exactly the output variables (the planner then keeps Algorithm 3)."""
+    atom_filters, joins = split_predicates(gcq)
+    in_n = binarize(root, in_n)
+    for n in root.walk():
+        if n.is_leaf:
+            n.filters.extend(atom_filters[n.atom])
+    root, in_n = simplify(root, in_n)
+    check_invariants(root, in_n)
+    var_n = frozenset().union(*(n.vars for n in root.walk() if n.id in in_n))
+    if var_n != gcq.out:
+        return None
+    return Plan(gcq=gcq, root=root, in_n=in_n, klass=klass, join_predicates=joins, dropped=[],
                 atom_filters=atom_filters, var_n=var_n)

@@ -17,7 +17,7 @@ _ids = count()
 
 
 class Node:
-    __slots__ = ("id", "vars", "atom", "children", "preds", "parent", "filters")
+    __slots__ = ("id", "vars", "atom", "children", "preds", "parent", "filters", "pinned")
 
     def __init__(self, vars_: frozenset[str], atom: int | None = None, children: list["Node"] | None = None):
         self.id = next(_ids)
@@ -27,6 +27,7 @@ class Node:
         self.preds: list[Predicate] = []
         self.filters: list[Predicate] = []
         self.parent: Node | None = None
+        self.pinned = False  # keep this node's own tuples (never fused with its child): lookups probe it
         for c in children or ():
             self.add_child(c)
 

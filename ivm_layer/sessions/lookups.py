@@ -55,11 +55,13 @@ def _input_of(cond, alias: str, params: list[str]):
 def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], list[exp.Expression]]:
     """Rewrite ``text`` for the parameterized views it reads. ``views``: name → state with
     ``view.params``, ``columns`` and ``types``. Returns the rewritten SQL, the lookups to
-    register, and the input value expressions (evaluated by the caller, in order)."""
+    register, and the input value expressions in the order they are written (evaluated by the
+    caller, with the statement's parameters, in that order)."""
     try:
         tree = sqlglot.parse_one(text, read="duckdb")
     except (SqlglotError, RecursionError) as e:
         raise SQLError(f"cannot read this query of a parameterized view: {e}") from None
+    rank = {id(node): i for i, node in enumerate(tree.dfs())}  # textual order of the inputs
     lookups: list[Lookup] = []
     values: list[exp.Expression] = []
     for i, table in enumerate(list(tree.find_all(exp.Table))):
@@ -96,8 +98,9 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
         cols = ", ".join(f"{quote(c)}::{t} AS {quote(c)}" for c, t in zip(vs.columns, vs.types))
         sub = sqlglot.parse_one(f"(SELECT {cols} FROM {quote(reg)}) AS {quote(alias)}", read="duckdb")
         table.replace(sub)
-        lookups.append(Lookup(name, reg, {p: len(values) + j for j, p in enumerate(wanted)}))
-        values.extend(found[p] for p in wanted)
+        ordered = sorted(wanted, key=lambda p: rank[id(found[p])])
+        lookups.append(Lookup(name, reg, {p: len(values) + j for j, p in enumerate(ordered)}))
+        values.extend(found[p] for p in ordered)
     if params is not None:
         marks = [n for n in tree.find_all(exp.Placeholder)]
         inside = {id(n) for v in values for n in v.find_all(exp.Placeholder)}

@@ -35,12 +35,15 @@ class CreateIncrementalView:
     columns: list[str] | None = None
     tables: list[str] = field(default_factory=list)
     create: exp.Create | None = field(default=None, repr=False, compare=False)
+    #: ``WITH (static = 'nation, region')``: tables the view treats as static (paper 003)
+    static: list[str] = field(default_factory=list)
 
     def definition(self, dialect: str = "duckdb") -> str:
         """A normalized statement text that :func:`classify` parses back to this statement."""
         cols = f" ({', '.join(_quote(c) for c in self.columns)})" if self.columns else ""
         mat = "MATERIALIZED " if self.materialized else ""
-        return f"CREATE INCREMENTAL {mat}VIEW {_quote(self.name)}{cols} AS {self.select_sql}"
+        opts = f" WITH (static = '{', '.join(self.static)}')" if self.static else ""
+        return f"CREATE INCREMENTAL {mat}VIEW {_quote(self.name)}{cols}{opts} AS {self.select_sql}"
 
 
 @dataclass
@@ -241,4 +244,26 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
         columns=columns,
         tables=_table_names(body),
         create=node,
+        static=_static_option(node),
     )
+
+
+def _static_option(node: exp.Create) -> list[str]:
+    """The table names of a ``WITH (static = 'a, b')`` view option; other options are refused."""
+    props = node.args.get("properties")
+    out: list[str] = []
+    for p in props.expressions if props is not None else ():
+        key = p.this.name.lower() if isinstance(p, exp.Property) and isinstance(p.this, exp.Expression) else ""
+        if key != "static":
+            raise SQLError(f"unknown incremental view option {p.sql()!r}: the only option is "
+                           "WITH (static = 'table, …')")
+        value = p.args.get("value")
+        if not isinstance(value, exp.Literal) or not value.is_string:
+            raise SQLError("WITH (static = …) takes a quoted, comma-separated list of table names")
+        for name in value.this.split(","):
+            name = name.strip().lower()
+            if not name:
+                continue
+            if name not in out:
+                out.append(name)
+    return out

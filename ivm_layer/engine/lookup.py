@@ -1,0 +1,246 @@
+"""Parameterized views (paper 004): ``view.lookup(**inputs)`` over a maintained view.
+
+CQAP0 views are planned access-top (``planner/params.py``): every node whose variables are
+all inputs ("input node") keeps its own tuples, so a lookup
+
+1. builds each input node's tuple from the inputs and probes its parent's index for it —
+   O(1) each, and a miss anywhere means the answer is empty;
+2. probes the first group of every other top-level branch (a component without inputs, or
+   an output subtree under an input node) — an empty group means an empty answer;
+3. enumerates the remaining nodes of N with Algorithm 1 seeded by those tuples (constant
+   delay: every tuple of a probed group extends, the T-representation is calibrated).
+
+Other views keep a materialized answer map ``{input tuple: {row: multiplicity}}`` updated
+from the view's change (delta enumeration), so lookups are a dict probe there too.
+"""
+
+from __future__ import annotations
+
+import operator
+from typing import Any, Iterator
+
+from ..errors import ConcurrentModificationError, IVMError
+from ..planner import Plan
+from .predicates import key_fn
+
+_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+from .view import View
+
+
+def _stale() -> ConcurrentModificationError:
+    return ConcurrentModificationError(
+        "the view was updated while this lookup was open; take list(view.lookup(...)) first")
+
+
+class _NoGroup:
+    """Stands for a missing group (never reached on a calibrated representation)."""
+
+    items: dict = {}
+
+
+class ParamView(View):
+    """A view with input parameters. ``columns`` are the outputs; ``rows()`` ranges over
+    ``params + columns`` (every input/output pair)."""
+
+    def __init__(self, plan: Plan, sql: str, params: list[str], columns: list[str], cqap0: bool,
+                 copies: dict[str, list[str]] | None = None, eq_params: list[str] | None = None,
+                 ranges: list[tuple[str, str, int]] = ()):
+        super().__init__(plan, sql)
+        self.params = list(params)
+        self.columns = list(columns)
+        self.cqap0 = cqap0
+        self._eq = list(eq_params) if eq_params is not None else list(params)
+        # range parameters: (name, op, position of the compared value in a lookup's raw row)
+        self._ranges = list(ranges)
+        self._n = len(self._eq)
+        self._width = self._n + len(self.columns) + len(self._ranges)
+        self._copies = copies or {}
+        self._split = any(len(c) > 1 for c in self._copies.values())
+        self._answers: dict[tuple, dict[tuple, int]] | None = None
+        if cqap0:
+            self._prepare_lookup()
+        else:
+            self._answers = {}
+            self.subscribe(self._on_change)
+
+    def __repr__(self) -> str:
+        return (f"<ivm_layer.ParamView {'CQAP0' if self.cqap0 else 'answer map'} params={self.params} "
+                f"columns={self.columns}>")
+
+    # -- lookups -------------------------------------------------------------------------
+    def _inputs(self, args: tuple, kwargs: dict) -> tuple:
+        if len(args) > len(self.params):
+            raise IVMError(f"lookup takes {len(self.params)} input(s) ({', '.join(self.params)}), got {len(args)}")
+        values: dict[str, Any] = dict(zip(self.params, args))
+        for k, v in kwargs.items():
+            name = str(k).lower()
+            if name not in self.params:
+                raise IVMError(f"unknown parameter {k!r}; this view's parameters are {', '.join(self.params)}")
+            if name in values:
+                raise IVMError(f"parameter {k!r} given twice")
+            values[name] = v
+        missing = [p for p in self.params if p not in values]
+        if missing:
+            raise IVMError(f"lookup needs {', '.join(missing)} (parameters: {', '.join(self.params)})")
+        return tuple(values[p] for p in self.params)
+
+    def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
+        """``(row over columns, multiplicity)`` of the view for these inputs (SQL semantics: a
+        NULL input matches nothing)."""
+        values = dict(zip(self.params, self._inputs(args, kwargs)))
+        if any(v is None for v in values.values()):
+            return iter(())
+        key = tuple(values[p] for p in self._eq)
+        if self._answers is not None:
+            raw = self._iter_answer(self._answers.get(key))
+        else:
+            env = {}
+            for p, v in zip(self._eq, key):
+                for c in self._copies[p]:
+                    if env.setdefault(c, v) != v:  # two parameters on one column disagree
+                        return iter(())
+            raw = self._seeded(env)
+        if not self._ranges:
+            return raw
+        return self._in_range(raw, [(values[name], op, i) for name, op, i in self._ranges])
+
+    def _in_range(self, raw, checks) -> Iterator[tuple[tuple, int]]:
+        """Rows whose range-compared values satisfy the range parameters, consolidated over
+        the columns (O(rows for the equality inputs), not O(log n))."""
+        width = len(self.columns)
+        out: dict[tuple, int] = {}
+        try:
+            for row, m in raw:
+                if all(_OPS[op](row[i], v) for v, op, i in checks):
+                    r = row[:width]
+                    out[r] = out.get(r, 0) + m
+        except TypeError as e:
+            raise IVMError(f"a range parameter cannot be compared with the column's values: {e}") from None
+        return iter(list(out.items()))
+
+    def _iter_answer(self, answer: dict | None) -> Iterator[tuple[tuple, int]]:
+        if not answer:
+            return
+        v0 = self._trep.version
+        for item in answer.items():
+            yield item
+            if self._trep.version != v0:
+                raise _stale()
+
+    def _on_change(self, change: list[tuple[tuple, int]]) -> None:
+        n, answers = self._n, self._answers
+        for row, k in change:
+            key, out = row[:n], row[n:]
+            d = answers.get(key)
+            if d is None:
+                d = answers[key] = {}
+            m = d.get(out, 0) + k
+            if m:
+                d[out] = m
+            else:
+                del d[out]
+                if not d:
+                    del answers[key]
+
+    # -- the seeded enumeration (CQAP0) ----------------------------------------------------
+    def _prepare_lookup(self) -> None:
+        trep = self._trep
+        inputs = {c for cs in self._copies.values() for c in cs}
+        order = []  # N in pre-order, without the root
+
+        def walk(r):
+            for c in r.children:
+                if c.in_n:
+                    if c.p_bounds is not None or c.p_resid is not None:
+                        raise IVMError("internal: a CQAP0 plan has an inequality edge")  # planner bug
+                    order.append(c)
+                    walk(c)
+
+        walk(trep.root)
+        self._seeds = [r for r in order if r.node.vars <= inputs and not r.fused]
+        seed_ids = {r.id for r in self._seeds}
+        self._rest = [r for r in order if r.id not in seed_ids]
+        self._heads = [r for r in self._rest if r.parent.id in seed_ids or r.parent.parent is None]
+        layout = {trep.root.id: {}}  # where each node's variables sit in the tuple it binds
+        for r in order:
+            layout[r.id] = r.pos if r.id in seed_ids else (
+                layout[r.parent.id] if r.parent.fused else r.enum_pos)
+        bound = self._seeds + self._rest
+        self._holders = []
+        for v in self.plan.gcq.output[self._n:self._width]:
+            h = next(r for r in bound if v in layout[r.id] and v in r.node.vars)
+            self._holders.append((h.id, layout[h.id][v]))
+        self._frontier = [r.id for r in bound if r.frontier]
+        # the engine's group key of each node, read off its parent's tuple
+        self._keyf = {r.id: key_fn(r.p_key_vars, layout[r.parent.id]) for r in order if not r.parent.fused}
+        self._compile_enum()
+
+    def _seeded(self, env: dict) -> Iterator[tuple[tuple, int]]:
+        root = self._trep.root
+        tup = {root.id: ()}
+        mult: dict[int, int] = {}
+        keyf = self._keyf
+        for r in self._seeds:  # step 1: O(1) probes
+            t = tuple(env[v] for v in r.form)
+            g = r.p_index.groups.get(keyf[r.id](tup[r.parent.id]))
+            m = g.items.get(t) if g is not None else None
+            if not m:
+                return iter(())
+            tup[r.id], mult[r.id] = t, m
+        for r in self._heads:  # step 2: an empty branch empties the answer
+            if not r.parent.fused and r.p_index.groups.get(keyf[r.id](tup[r.parent.id])) is None:
+                return iter(())
+        return self._enum(tup, mult, self._trep, self._trep.version)
+
+    def _compile_enum(self) -> None:
+        """Generate the nested loops over the non-input nodes of N (Algorithm 1 seeded by the
+        input nodes' tuples), as Python source, like the engine's own enumeration."""
+        ns: dict[str, Any] = {"_stale": _stale, "_NONE": _NoGroup}
+        lines = ["def _enum(tup, mult, trep, v0):"]
+        ind = "    "
+        lines.append(f"{ind}t{self._trep.root.id} = ()")
+        for r in self._seeds:
+            lines.append(f"{ind}t{r.id} = tup[{r.id}]; m{r.id} = mult[{r.id}]")
+        for r in self._rest:
+            p = r.parent
+            if p.fused:  # the same tuple as its parent
+                lines.append(f"{ind}t{r.id} = t{p.id}; m{r.id} = m{p.id}")
+                continue
+            ns[f"P{r.id}"] = r.p_index.groups
+            ns[f"K{r.id}"] = self._keyf[r.id]
+            lines.append(f"{ind}for t{r.id}, m{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE).items.items():")
+            ind += "    "
+        row = "(" + "".join(f"t{h}[{j}], " for h, j in self._holders) + ")"
+        mult = " * ".join(f"m{f}" for f in self._frontier) or "1"
+        lines.append(f"{ind}yield {row}, {mult}")
+        lines.append(f"{ind}if trep.version != v0: raise _stale()")
+        exec(compile("\n".join(lines) + "\n", "<ivm lookup enumeration>", "exec"), ns)
+        self._enum = ns["_enum"]
+
+
+    # -- all input/output pairs --------------------------------------------------------------
+    def rows(self) -> Iterator[tuple[tuple, int]]:
+        if not self._split:
+            if self.cqap0:
+                return self._cut(super().rows())
+            return super().rows()
+        return self._joined_rows()
+
+    def _cut(self, it):
+        w = self._width
+        for row, m in it:
+            yield row[:w], m
+
+    def _joined_rows(self) -> Iterator[tuple[tuple, int]]:
+        """Rows of a fractured view: the components' product filtered to agreeing input copies."""
+        gcq = self.plan.gcq
+        pos = {v: i for i, v in enumerate(gcq.output)}
+        groups = [[pos[c] for c in self._copies[p]] for p in self._eq]
+        for row, m in super().rows():
+            if all(row[i] == row[g[0]] for g in groups for i in g[1:]):
+                yield row[:self._width], m
+
+    def __len__(self) -> int:
+        if self._split:
+            return sum(m for _, m in self.rows())
+        return super().__len__()

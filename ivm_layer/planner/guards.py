@@ -1,0 +1,122 @@
+"""Guard-path analysis of a GJT: the update and delay bounds EXPLAIN prints, read off the tree.
+
+Algorithm 2 walks from an updated leaf to the root. At each step from a node ``n`` to its
+parent ``p`` it does one of (see ``engine/trep.py``):
+
+* no sibling: project the delta (one tuple in, at most one out);
+* ``n`` guards ``p`` (var(p) ⊆ var(n)) and the sibling's edge has no inequality: one group
+  total per delta tuple, O(1);
+* ``n`` guards ``p`` and the sibling's edge has inequalities on one variable: a range sum,
+  O(log n); with inequalities on several variables the rest are checked tuple by tuple over
+  the range, O(n);
+* ``n`` is not a guard: every matching tuple of the sibling's group becomes a parent delta,
+  O(n) (the group's degree), and the delta grows for the steps above.
+
+A leaf whose every step is of the first two kinds is on a *guard path*: an update of its
+table costs O(1) (002 §3 "simple" GJTs, 003 §3's update property). Enumeration (Algorithm 1)
+has constant delay over N unless an edge inside N carries inequalities on several variables
+(one is served by the order, the others filter tuple by tuple: linear delay).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from dataclasses import dataclass, field
+
+from .gjt import Node, fmt_vars
+
+O1, OLOG, ON = "O(1)", "O(log n)", "O(n)"
+_RANK = {O1: 0, OLOG: 1, ON: 2}
+
+
+def _inequalities(n: Node) -> list:
+    """The comparisons on the edge above ``n`` (equalities are shared variables, not predicates)."""
+    return list(n.preds)
+
+
+def _sort_vars(n: Node) -> int:
+    """How many distinct variables of ``n``'s side its edge inequalities compare (1 = one order)."""
+    own = Counter()
+    for p in _inequalities(n):
+        own[p.left if p.left in n.vars else p.right] += 1
+    return len(own)
+
+
+@dataclass
+class LeafPath:
+    atom: int
+    cost: str  # O(1) / O(log n) / O(n)
+    guard_path: bool
+    reason: str = ""  # the first step that is not O(1), in the user's terms
+
+
+@dataclass
+class GuardReport:
+    leaves: dict[int, LeafPath] = field(default_factory=dict)
+    multi_inequality_edges: list[Node] = field(default_factory=list)  # edges with ≥ 2 sort variables
+    delay: str = O1
+    delay_reason: str = ""
+
+    @property
+    def simple(self) -> bool:
+        """Every leaf-to-root path is a guard path."""
+        return all(lp.guard_path for lp in self.leaves.values())
+
+    def update_cost(self, atoms: list[int] | None = None) -> str:
+        """The worst per-update bound over the given leaves (all by default)."""
+        costs = [lp.cost for a, lp in self.leaves.items() if atoms is None or a in atoms]
+        return max(costs, key=_RANK.get) if costs else O1
+
+
+def _step(n: Node) -> tuple[str, str]:
+    """Cost of propagating one delta tuple from ``n`` to its parent, with the reason."""
+    p = n.parent
+    sibs = [c for c in p.children if c is not n]
+    if not sibs:
+        return O1, ""
+    if not p.vars <= n.vars:
+        return ON, (f"{fmt_vars(n.vars)} is not a guard of its parent {fmt_vars(p.vars)}: "
+                    "each update scans the sibling's matching group")
+    worst, why = O1, ""
+    for s in sibs:
+        if not _inequalities(s):
+            continue
+        if _sort_vars(s) > 1:
+            return ON, (f"the edge to {fmt_vars(s.vars)} carries inequalities on several variables: "
+                        "a range is scanned and filtered tuple by tuple")
+        worst, why = OLOG, f"a range sum over the inequality edge to {fmt_vars(s.vars)}"
+    return worst, why
+
+
+def analyze(root: Node, in_n: set[int]) -> GuardReport:
+    """Classify every leaf's root path and every edge inside N (see the module docstring)."""
+    rep = GuardReport()
+    for n in root.walk():
+        if n.parent is not None and n.id in in_n and _sort_vars(n) > 1:
+            rep.multi_inequality_edges.append(n)
+        if not n.is_leaf:
+            continue
+        cost, reason, guard = O1, "", True
+        m = n
+        while m.parent is not None:
+            c, why = _step(m)
+            if not m.parent.vars <= m.vars and [x for x in m.parent.children if x is not m]:
+                guard = False
+            if _RANK[c] > _RANK[cost]:
+                cost, reason = c, why
+            m = m.parent
+        rep.leaves[n.atom] = LeafPath(n.atom, cost, guard, reason)
+    if rep.multi_inequality_edges:
+        e = rep.multi_inequality_edges[0]
+        rep.delay = ON
+        rep.delay_reason = (f"the edge above {fmt_vars(e.vars)} compares several variables by inequalities: "
+                            "one is served by the index order, the others filter tuple by tuple")
+    return rep
+
+
+def is_simple(root: Node) -> bool:
+    """Every child with a sibling guards its parent (000/002: a *simple* GJT)."""
+    for n in root.walk():
+        if n.parent is not None and len(n.parent.children) > 1 and not n.parent.vars <= n.vars:
+            return False
+    return True
