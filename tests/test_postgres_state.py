@@ -264,3 +264,47 @@ def test_every_value_type_survives_the_checkpoint(pg_url, tmp_path):
     assert Counter(norm(r) for r in bag(s, "allv").elements()) == want and sum(want.values()) == 3
     s.close(drop=True)
     w.close()
+
+
+def test_password_from_pgpass_never_stored_or_printed(pg_cluster, pg_url, tmp_path, monkeypatch):
+    """A role with scram authentication: the password comes from a pgpass file (libpq reads
+    it for every connection the session opens, the replication ones too); it appears in no
+    state file and in no error."""
+    dbname = conninfo_to_dict(pg_url)["dbname"]
+    hba = pg_cluster.data / "pg_hba.conf"
+    line = f"host all ivm_pw 127.0.0.1/32 scram-sha-256\nhost replication ivm_pw 127.0.0.1/32 scram-sha-256\n"
+    original = hba.read_text()
+    with psycopg.connect(pg_url, autocommit=True) as w:
+        w.execute("SET password_encryption = 'scram-sha-256'")
+        w.execute("CREATE ROLE ivm_pw LOGIN REPLICATION SUPERUSER PASSWORD 'pw-Secr3t-42'")
+        w.execute("CREATE TABLE r (a int)")
+        w.execute("ALTER TABLE r REPLICA IDENTITY FULL")
+        hba.write_text(line + original)
+        w.execute("SELECT pg_reload_conf()")
+    try:
+        passfile = tmp_path / "pgpass"
+        passfile.write_text(f"127.0.0.1:{pg_cluster.port}:*:ivm_pw:pw-Secr3t-42\n")
+        passfile.chmod(0o600)
+        monkeypatch.setenv("PGPASSFILE", str(passfile))
+        target = f"host=127.0.0.1 port={pg_cluster.port} user=ivm_pw dbname={dbname}"
+        state = tmp_path / "state"
+        with ivm_layer.connect(target, state_dir=state) as s:
+            s.execute("CREATE INCREMENTAL VIEW v AS SELECT a FROM r")
+            s.execute("INSERT INTO r VALUES (1)")
+            assert s.execute("SELECT * FROM v").fetchall() == [(1,)]
+            assert "Secr3t" not in s.url + s.explain("v")
+            s.close(drop=False)
+        for p in state.iterdir():
+            assert b"Secr3t" not in p.read_bytes()
+        monkeypatch.delenv("PGPASSFILE")
+        wrong = f"postgresql://ivm_pw:wrong-Secr3t-pw@127.0.0.1:{pg_cluster.port}/{dbname}"
+        with pytest.raises(IVMError, match="password authentication failed") as ei:
+            ivm_layer.connect(wrong, state_dir=state, reconnect_seconds=0)
+        assert "Secr3t" not in str(ei.value)
+        monkeypatch.setenv("PGPASSFILE", str(passfile))
+        with ivm_layer.connect(target, state_dir=state) as s:
+            s.close(drop=True)
+    finally:
+        hba.write_text(original)
+        with psycopg.connect(pg_url, autocommit=True) as w:
+            w.execute("SELECT pg_reload_conf()")
