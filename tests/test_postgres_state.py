@@ -4,6 +4,7 @@ real PostgreSQL 15."""
 
 from __future__ import annotations
 
+import math
 import os
 import pickle
 import stat
@@ -255,7 +256,7 @@ def test_every_value_type_survives_the_checkpoint(pg_url, tmp_path):
     w.execute("UPDATE v8 SET id = id + 10")                  # every row's old image must match
     s.sync()
     def norm(row):       # NaN as a marker (NaN != NaN), arrays as tuples, jsonb as its text
-        return tuple("NaN" if isinstance(v, float) and v != v else
+        return tuple("NaN" if isinstance(v, float) and math.isnan(v) else
                      tuple(v) if isinstance(v, list) else v for v in row)
 
     cols = [d.name for d in w.execute(q + " LIMIT 0").description]
@@ -272,7 +273,7 @@ def test_password_from_pgpass_never_stored_or_printed(pg_cluster, pg_url, tmp_pa
     state file and in no error."""
     dbname = conninfo_to_dict(pg_url)["dbname"]
     hba = pg_cluster.data / "pg_hba.conf"
-    line = f"host all ivm_pw 127.0.0.1/32 scram-sha-256\nhost replication ivm_pw 127.0.0.1/32 scram-sha-256\n"
+    line = "host all ivm_pw 127.0.0.1/32 scram-sha-256\nhost replication ivm_pw 127.0.0.1/32 scram-sha-256\n"
     original = hba.read_text()
     with psycopg.connect(pg_url, autocommit=True) as w:
         w.execute("SET password_encryption = 'scram-sha-256'")
