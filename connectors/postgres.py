@@ -41,6 +41,7 @@ from ivm_layer.errors import IVMError
 from .pgoutput import PG_EPOCH, ValueDecoder, parse_lsn
 
 SESSION_OPTIONS = "-c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=1"
+CONNECT_TIMEOUT = 10     # seconds, unless the target or PGCONNECT_TIMEOUT says otherwise
 
 _KEEPALIVE = struct.Struct("!QQB")
 _XLOGDATA = struct.Struct("!QQQ")
@@ -111,13 +112,18 @@ def connect(url: str, autocommit: bool = True):
 
 def with_session_options(target: str) -> str:
     """``target`` (URL or conninfo) with the module's settings added to its ``options`` (or
-    to ``$PGOPTIONS``), keeping the user's own."""
+    to ``$PGOPTIONS``), keeping the user's own, and a ``connect_timeout`` of 10 s unless one
+    is given."""
     import os
 
     from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
-    own = conninfo_to_dict(target).get("options") or os.environ.get("PGOPTIONS") or ""
-    return make_conninfo(target, options=f"{own} {SESSION_OPTIONS}".strip())
+    given = conninfo_to_dict(target)
+    own = given.get("options") or os.environ.get("PGOPTIONS") or ""
+    extra = {}
+    if "connect_timeout" not in given and "PGCONNECT_TIMEOUT" not in os.environ:
+        extra["connect_timeout"] = CONNECT_TIMEOUT     # reconnect loops stay within their budget
+    return make_conninfo(target, options=f"{own} {SESSION_OPTIONS}".strip(), **extra)
 
 
 def redact(url: str) -> str:
