@@ -111,6 +111,10 @@ def test_privileges_and_engine_failures_are_clear_errors(env):
     except IVMError as e:
         assert "incremental view 'dec'" in str(e) and "engine cannot evaluate" in str(e)
         assert "dec" not in s.views
+        # nothing left behind: no slot, publication or catalog row of the failed view
+        assert not w.execute("SELECT 1 FROM pg_replication_slots WHERE slot_name LIKE '%%_dec'").fetchone()
+        assert not w.execute("SELECT 1 FROM pg_publication WHERE pubname LIKE '%%_dec'").fetchone()
+        assert not w.execute("SELECT 1 FROM ivm.views WHERE name = 'dec'").fetchone()
     else:
         w.execute("INSERT INTO p VALUES (1, 10.9), (1, 11.0)")
         s.sync()
