@@ -4,6 +4,9 @@
     python -m bench paper --sizes 1000,4000    # a family, chosen sizes
     python -m bench Q4* fraud --systems ivm-pull,naive --budget 30
     python -m bench --list                     # workloads, families, systems
+    python -m bench --profile paper            # Q1-Q12 at the stream sizes of 000 Table 2,
+                                               # insert-only random and temporal order, with
+                                               # DuckDB recompute-per-100 and the naive IVM
     python -m bench session                    # what a user of a session feels (bench/session.py)
 
 Each (workload, stream size, system) runs in its own child process with a time budget and a
@@ -27,6 +30,7 @@ import time
 from . import report, systems
 from . import workloads as wl
 
+PAPER_SYSTEMS = ("ivm-pull", "ivm-push", "duckdb", "naive")
 QUICK = dict(budget=20.0, enum_cap=50_000, fingerprint_cap=50_000, naive_max_rows=500_000)
 FULL = dict(budget=120.0, enum_cap=1_000_000, fingerprint_cap=200_000, naive_max_rows=5_000_000)
 
@@ -77,9 +81,14 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--list", action="store_true", help="list workloads and systems, then exit")
     p.add_argument("--quick", action="store_true",
                    help="every workload at its small size, short budgets (< 5 minutes on 2 cores)")
+    p.add_argument("--profile", choices=["paper"],
+                   help="paper: Q1-Q12 on insert-only random and temporal streams at the stream sizes "
+                        "of 000 Table 2 (Q1 12k ... Q12 21k), systems ivm-pull, ivm-push, duckdb "
+                        "(recompute per --batch updates) and naive unless --systems says otherwise; "
+                        "workload arguments narrow it (e.g. Q1*)")
     p.add_argument("--sizes", help="comma-separated stream sizes for every selected workload "
                                    "(default: each workload's own, see --list)")
-    p.add_argument("--systems", default=",".join(systems.DEFAULT_SYSTEMS),
+    p.add_argument("--systems", default=None,
                    help=f"comma-separated subset of {','.join(systems.SYSTEMS)} (default: all)")
     p.add_argument("--out", default="bench-results", help="output directory (default ./bench-results)")
     p.add_argument("--budget", type=float, help="seconds per system and run before it is killed "
@@ -117,6 +126,11 @@ def _list() -> int:
 
 
 def _plan(args: argparse.Namespace) -> list[tuple[wl.Workload, list[int]]]:
+    if args.profile == "paper":
+        plan = wl.paper_profile(args.workloads)
+        if not plan:
+            raise ValueError("--profile paper: no paper workload (Q1-Q12, random or temporal) selected")
+        return plan
     chosen = wl.select(args.workloads)
     if args.sizes:
         sizes = [int(float(s)) for s in args.sizes.split(",") if s.strip()]
@@ -175,6 +189,8 @@ def main(argv: list[str] | None = None) -> int:
     except (KeyError, ValueError) as e:
         print(f"ivm bench: {e.args[0] if e.args else e}", file=sys.stderr)
         return 2
+    if args.systems is None:
+        args.systems = ",".join(PAPER_SYSTEMS if args.profile == "paper" else systems.DEFAULT_SYSTEMS)
     chosen_systems = [s.strip() for s in args.systems.split(",") if s.strip()]
     bad = [s for s in chosen_systems if s not in systems.SYSTEMS]
     if bad or not chosen_systems:
@@ -194,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
     out = os.path.join(args.out, f"run-{stamp}-{os.getpid()}")
     os.makedirs(os.path.join(out, "runs"), exist_ok=True)
     machine = machine_info()
-    config = {"quick": args.quick, "seed": args.seed, "budget_s": budget, "mem_cap_mb": args.mem_cap_mb,
+    config = {"quick": args.quick, "profile": args.profile, "seed": args.seed, "budget_s": budget, "mem_cap_mb": args.mem_cap_mb,
               "systems": chosen_systems, **cfg,
               "sizes": {w.name: sizes for w, sizes in plan},
               "command": "ivm bench " + " ".join(sys.argv[1:] if argv is None else argv)}

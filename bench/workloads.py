@@ -23,7 +23,15 @@ from . import streams, tpch
 from .streams import COLUMNS, Generator, Update
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SQL_DIR = os.path.join(ROOT, "sql_examples")
+HERE = os.path.dirname(os.path.abspath(__file__))
+# A source checkout reads sql_examples/ at its root; an installed package reads the copy that
+# is installed with it (bench/sql_examples, a link to the checkout's directory in the source).
+SQL_DIR = next((d for d in (os.path.join(ROOT, "sql_examples"), os.path.join(HERE, "sql_examples"))
+                if os.path.isfile(os.path.join(d, "q01.sql"))), os.path.join(ROOT, "sql_examples"))
+
+#: 000 Table 2: the update stream sizes of the paper's experiments (k = 1000), per query.
+PAPER_SIZES = {1: 12_000, 2: 12_000, 3: 2_700, 4: 2_700, 5: 21_000, 6: 21_000, 7: 2_700,
+               8: 21_000, 9: 21_000, 10: 2_700, 11: 21_000, 12: 21_000}
 
 
 @dataclass(frozen=True)
@@ -38,6 +46,7 @@ class Workload:
     quick_sizes: tuple = (300,)
     full_sizes: tuple = (1000, 4000, 16000)
     requires: str | None = None  # 'aggregates': needs GROUP BY support in the engine
+    paper_size: int | None = None  # the stream size of 000 Table 2 (paper queries)
 
     def stream(self, n: int, seed: int = 42) -> list[Update]:
         """The update stream for size ``n``: ``[(table, row, ±1), …]``, fixed by (name, n, seed)."""
@@ -77,7 +86,8 @@ def _paper_workloads() -> list[Workload]:
         for order in ("random", "temporal", "mixed"):
             name = f"Q{q}" if order == "random" else f"Q{q}-{order}"
             out.append(Workload(name, "paper", f"000 Table 1 Q{q} ({_CLASS[q]}), {_ORDER_TEXT[order]}",
-                                sql, schema, streams.relational(shapes, order, ineq), order))
+                                sql, schema, streams.relational(shapes, order, ineq), order,
+                                paper_size=PAPER_SIZES[q]))
     return out
 
 
@@ -120,6 +130,14 @@ WORKLOADS: dict[str, Workload] = {
     w.name: w for w in _paper_workloads() + _fraud_workloads() + _tpch_workloads() + _scaling_workloads()
 }
 FAMILIES = ("paper", "fraud", "tpch", "aggregates", "scaling")
+
+
+def paper_profile(specs: list[str] | None = None) -> list[tuple[Workload, list[int]]]:
+    """The ``--profile paper`` runs: Q1–Q12 on insert-only random and temporal streams at the
+    sizes of 000 Table 2 (restricted to ``specs`` when given, e.g. ``Q1*``)."""
+    chosen = select(specs) if specs else list(WORKLOADS.values())
+    return [(w, [w.paper_size]) for w in chosen
+            if w.family == "paper" and w.order in ("random", "temporal") and w.paper_size]
 
 
 def names() -> list[str]:

@@ -16,7 +16,7 @@ from .errors import IVMError
 _DELEGATED = {
     "shell": ("ivm_layer.shell", "the proxy CLI: a psql-like shell with incremental views"),
     "daemon": ("ivm_layer.pipeline.cli", "the CDC daemon: change streams through Spark into views and sinks"),
-    "bench": ("bench.__main__", "the benchmark suite (source checkout)"),
+    "bench": ("bench.__main__", "the benchmark suite (ivm bench session: what a session user feels)"),
 }
 
 
@@ -60,17 +60,7 @@ def _delegate(name: str, argv: list[str]) -> int:
     import importlib
 
     module, _ = _DELEGATED[name]
-    if name == "bench" and os.path.isfile(os.path.join("bench", "__main__.py")) and os.getcwd() not in sys.path:
-        sys.path.insert(0, os.getcwd())  # `ivm bench` run from a source checkout: bench/ is not installed
-    try:
-        mod = importlib.import_module(module)
-    except ModuleNotFoundError as e:
-        if name == "bench" and e.name in ("bench", "bench.__main__"):
-            print("ivm bench: the benchmark suite lives in bench/ of a source checkout; "
-                  "run `ivm bench` (or `python -m bench`) from there", file=sys.stderr)
-            return 2
-        raise
-    return mod.main(argv) or 0
+    return importlib.import_module(module).main(argv) or 0
 
 
 def build_parser() -> argparse.ArgumentParser:

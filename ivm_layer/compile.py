@@ -2,19 +2,24 @@
 
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 from .engine.aggregates import AggregateView
+from .engine.nested import NestedView
+from .engine.project import ProjectView
+from .engine.semijoin import SemiJoinView
+from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .query import Predicate
+from .query import GCQ, Derived, Predicate, SemiJoin, SetOperation
 from .sql import translate_select
 from .sql.params import HIDDEN, extract_params
+from .sql.setops import translate_definition
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View | AggregateView:
+                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView | SemiJoinView | NestedView:
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
@@ -33,18 +38,19 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     rewritten, placeholders, ranges = extract_params(sql, dialect)
     if (placeholders or ranges) and params:
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
+    if not (static or params or placeholders or ranges):
+        return _build(translate_definition(sql, schema, dialect=dialect), sql)
     gcq = translate_select(rewritten, schema, dialect=dialect)
-    if gcq.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
-        if static or params or placeholders or ranges:
-            raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
-        return AggregateView(gcq, sql)
+    if gcq.aggregate is not None:
+        raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
+    if gcq.projection is not None:
+        raise IVMError("static tables and parameters are not supported with computed columns or "
+                       "cross-table expression filters yet")
     if params or placeholders or ranges:
         if static:
             raise IVMError("static tables and parameters in one view are not supported yet")
         return _param_view(gcq, sql, params, placeholders, ranges)
-    if static:
-        return _static_view(gcq, sql, static)
-    return View(plan(gcq), sql)
+    return _static_view(gcq, sql, static)
 
 
 def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
@@ -118,3 +124,18 @@ def _static_view(gcq, sql: str, static: frozenset[str]) -> View:
                  for p in sp.parts if p.relation is not None]
     main.notes = (main.notes or []) + describe(sp, static & {a.relation for a in gcq.atoms}, gcq)
     return StaticView(main, sql, static, parts)
+
+
+def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
+    if isinstance(d, Derived):  # FROM subqueries with GROUP BY / DISTINCT / …: nested views
+        return NestedView([(rel, _build(n, "")) for rel, n in d.nested], _build(d.outer, sql), sql)
+    if isinstance(d, SemiJoin):  # [NOT] EXISTS / [NOT] IN (SELECT …): per-key counts of the subquery
+        return SemiJoinView(d.mode, _build(d.left, ""), _build(d.right, ""), d.nkeys, d.columns, d.distinct,
+                            sql, d.text)
+    if isinstance(d, SetOperation):  # UNION / EXCEPT / INTERSECT [ALL] of two views
+        return SetOpView(d.kind, d.all, _build(d.branches[0], ""), _build(d.branches[1], ""), d.columns, sql)
+    if d.projection is not None:  # computed columns / residual filters on top of the join
+        return ProjectView(View(plan(d), sql), d.projection, sql)
+    if d.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
+        return AggregateView(d, sql)
+    return View(plan(d), sql)

@@ -21,10 +21,20 @@ _FRAUD_SQL = pathlib.Path(__file__).resolve().parent.parent / "sql_examples" / "
 
 
 def fraud_sql() -> str:
-    """The fraud query's SELECT (comments stripped)."""
-    if not _FRAUD_SQL.exists():
-        raise IVMError(f"{_FRAUD_SQL} not found: run the demo from a source checkout")
-    lines = [ln for ln in _FRAUD_SQL.read_text().splitlines() if not ln.lstrip().startswith("--")]
+    """The fraud query's SELECT (comments stripped), from the source tree or, installed, from
+    the SQL files packaged with ``bench``."""
+    path = _FRAUD_SQL
+    if not path.exists():
+        from importlib import resources
+
+        try:
+            path = resources.files("bench").joinpath("sql_examples", "fraud.sql")
+            text = path.read_text()
+        except (ModuleNotFoundError, FileNotFoundError):
+            raise IVMError("sql_examples/fraud.sql not found: reinstall ivm-layer") from None
+    else:
+        text = path.read_text()
+    lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("--")]
     return "\n".join(lines).strip().rstrip(";")
 
 

@@ -19,7 +19,22 @@ FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
 ORDER_OPS = frozenset({"<", "<=", ">", ">=", "="})
 #: Filters of one column against constants (``offset`` holds the constant(s) or pattern).
 UNARY_OPS = frozenset({"in", "not in", "like", "not like", "ilike", "not ilike", "is null",
-                       "is not null", "never"})
+                       "is not null", "never", "expr"})
+
+
+@dataclass(frozen=True)
+class Condition:
+    """A condition of any shape over one atom's variables (``Predicate.op == "expr"``): an
+    expression tree (:mod:`ivm_layer.engine.scalar`) that must be TRUE; NULL inputs do not
+    make a row inert (``coalesce(x, 0) > 1`` holds for a NULL ``x``)."""
+
+    expr: tuple
+    reads: frozenset
+    text: str
+    dialect: str = "duckdb"
+
+    def __repr__(self) -> str:
+        return self.text
 
 
 @dataclass(frozen=True)
@@ -44,18 +59,28 @@ class Predicate:
     right: str | None
     offset: Any = 0
 
+    def __post_init__(self) -> None:
+        # computed once: the planner asks for it in its inner loops (not a field: eq/hash unchanged)
+        if self.right is not None:
+            vs = frozenset((self.left, self.right))
+        elif self.op == "expr":
+            vs = self.offset.reads
+        else:
+            vs = frozenset((self.left,))
+        object.__setattr__(self, "_vars", vs)
+
     @property
     def vars(self) -> frozenset[str]:
-        return frozenset((self.left,) if self.right is None else (self.left, self.right))
+        return self._vars
 
-    def flipped(self) -> "Predicate":
+    def flipped(self) -> Predicate:
         """The same predicate written with the sides swapped: ``right op' left - offset``."""
         if self.right is None:
             raise ValueError("a constant filter has no right-hand variable")
         off = self.offset
         return Predicate(self.right, FLIP[self.op], self.left, (-off) if off else 0)
 
-    def oriented(self, left: str) -> "Predicate":
+    def oriented(self, left: str) -> Predicate:
         """This predicate written with ``left`` on the left-hand side."""
         return self if self.left == left else self.flipped()
 
@@ -64,6 +89,8 @@ class Predicate:
             return f"{self.left} {self.op.upper()}"
         if self.op == "never":
             return f"{self.left} compared with NULL (never true)"
+        if self.op == "expr":
+            return self.offset.text
         if self.op in UNARY_OPS:
             return f"{self.left} {self.op.upper()} {self.offset!r}"
         if self.right is None:
@@ -100,7 +127,10 @@ class GCQ:
     schema: dict[str, list[str]] = field(default_factory=dict)
     distinct: bool = False  # SELECT DISTINCT: set semantics on top of the bag
     #: GROUP BY / aggregates on top of the join (then ``output`` are the group-by variables)
-    aggregate: "AggregateSpec | None" = None
+    aggregate: AggregateSpec | None = None
+    #: computed columns / residual filters on top of the join (then ``output`` are the variables
+    #: they read, and ``distinct`` applies to the projected rows)
+    projection: ProjectionSpec | None = None
 
     @property
     def out(self) -> frozenset[str]:
@@ -177,14 +207,7 @@ AGG_FUNCS = frozenset({"count", "sum", "avg", "min", "max"})
 
 def expr_vars(e: Expr) -> frozenset[str]:
     """Variables an expression reads."""
-    if e[0] == "var":
-        return frozenset((e[1],))
-    if e[0] in ("const", "agg", "grp"):
-        return frozenset()
-    out: frozenset[str] = frozenset()
-    for sub in e[1:]:
-        out |= expr_vars(sub)
-    return out
+    return tree_vars(e)
 
 
 def expr_str(e: Expr) -> str:
@@ -204,7 +227,15 @@ def expr_str(e: Expr) -> str:
         return f"NOT ({expr_str(e[1])})"
     if tag == "isnull":
         return f"({expr_str(e[1])}) IS NULL"
-    return f"({expr_str(e[1])} {tag.upper()} {expr_str(e[2])})"
+    if len(e) == 3 and all(isinstance(x, tuple) and x and isinstance(x[0], str) for x in e[1:]):
+        return f"({expr_str(e[1])} {tag.upper()} {expr_str(e[2])})"
+    if tag == "fn":
+        return f"{e[1]}({', '.join(expr_str(a) for a in e[2])})"
+    if tag == "case":
+        whens = " ".join(f"WHEN {expr_str(c)} THEN {expr_str(v)}" for c, v in e[1])
+        return f"CASE {whens} ELSE {expr_str(e[2])} END"
+    args = (expr_str(a) if isinstance(a, tuple) and a and isinstance(a[0], str) else repr(a) for a in e[1:])
+    return f"{tag}({', '.join(args)})"
 
 
 @dataclass(frozen=True)
@@ -235,3 +266,81 @@ class AggregateSpec:
     columns: list[str]
     having: Expr | None = None
     grouped: bool = True
+    dialect: str = "duckdb"  # AVG(numeric) is a float in DuckDB, a numeric in PostgreSQL
+
+
+# -- computed columns ---------------------------------------------------------------------
+@dataclass
+class ProjectionSpec:
+    """Output rows computed from the join's output variables: ``exprs[i]`` gives column
+    ``columns[i]``; only rows where every ``residual`` condition is TRUE are kept (conditions
+    between tables that are not ``column ± constant``). Expression trees use the tags of
+    :mod:`ivm_layer.engine.scalar`; ``texts`` are the user's SQL of the residual conditions."""
+
+    exprs: list[tuple]
+    columns: list[str]
+    residual: list[tuple] = field(default_factory=list)
+    texts: list[str] = field(default_factory=list)
+    distinct: bool = False
+    dialect: str = "duckdb"
+
+
+def tree_vars(e: Any) -> frozenset[str]:
+    """Variables an expression tree of :mod:`ivm_layer.engine.scalar` reads."""
+    if isinstance(e, tuple):
+        if len(e) == 2 and e[0] == "var" and isinstance(e[1], str):
+            return frozenset((e[1],))
+        out: frozenset[str] = frozenset()
+        for x in e:
+            out |= tree_vars(x)
+        return out
+    return frozenset()
+
+
+def tree_rename(e: Any, f) -> Any:
+    """The expression tree with every variable ``v`` replaced by ``f(v)``."""
+    if isinstance(e, tuple):
+        if len(e) == 2 and e[0] == "var" and isinstance(e[1], str):
+            return ("var", f(e[1]))
+        if len(e) == 2 and e[0] == "const":
+            return e
+        return tuple(tree_rename(x, f) for x in e)
+    return e
+
+
+@dataclass
+class SetOperation:
+    """``left UNION|EXCEPT|INTERSECT [ALL] right``: ``branches`` are GCQs or SetOperations with
+    the same number of columns; ``columns`` are the first branch's names."""
+
+    kind: str  # "union" | "except" | "intersect"
+    all: bool
+    branches: list
+    columns: list[str]
+
+
+@dataclass
+class SemiJoin:
+    """Rows of ``left`` kept by a subquery condition on their key (``[NOT] EXISTS``, ``[NOT] IN``).
+
+    ``left`` outputs the visible columns followed by the key columns; ``right`` outputs the
+    key columns the subquery produces. ``mode`` is ``"exists"``, ``"not exists"``, ``"in"`` or
+    ``"not in"`` (SQL's NULL rules: ``x NOT IN (…)`` is never true when the subquery yields a
+    NULL, and always true when it yields nothing)."""
+
+    mode: str
+    left: Any
+    right: Any
+    nkeys: int
+    columns: list[str]
+    distinct: bool = False
+    text: str = ""
+
+
+@dataclass
+class Derived:
+    """An outer query over nested views: ``nested`` pairs a derived relation name with the
+    definition whose change stream feeds it; ``outer`` reads those relations like tables."""
+
+    nested: list
+    outer: Any

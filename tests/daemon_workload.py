@@ -101,6 +101,18 @@ class Writers:
         return (int(hi, 16) << 32) | int(lo, 16)
 
 
+def restart_server(cluster, mode: str = "fast", timeout: int = 60) -> float:
+    """``pg_ctl restart -m <mode>`` of the test cluster (same options); returns its seconds.
+    pg_ctl fails if the server has not shut down and come back within ``timeout``."""
+    cmd = [str(cluster.bindir / "pg_ctl"), "-D", str(cluster.data), "-l", str(cluster.log), "-m", mode,
+           "-w", "-t", str(timeout), "restart"]
+    if os.geteuid() == 0:
+        cmd = ["runuser", "-u", "postgres", "--", *cmd]
+    t0 = time.monotonic()
+    subprocess.run(cmd, check=True, capture_output=True, cwd="/", timeout=3 * timeout)
+    return time.monotonic() - t0
+
+
 def expected(url: str, select: str = SELECT) -> Counter:
     with psycopg.connect(url) as c:
         return Counter(c.execute(select).fetchall())
@@ -137,6 +149,13 @@ class Daemon:
         except (FileNotFoundError, json.JSONDecodeError):
             return None
         return st if self.proc is not None and st.get("pid") == self.proc.pid else None
+
+    def status_text(self) -> str:
+        """What ``ivm daemon --status`` prints for this daemon's checkpoint."""
+        env = dict(os.environ, PYTHONPATH=ROOT)
+        return subprocess.run([sys.executable, "-m", "ivm_layer", "daemon", "--status", "--checkpoint",
+                               self.checkpoint], cwd=ROOT, env=env, capture_output=True, text=True,
+                              timeout=60, check=True).stdout
 
     def wait(self, pred, timeout: float, what: str) -> dict:
         deadline = time.monotonic() + timeout

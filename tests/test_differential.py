@@ -162,6 +162,26 @@ def check_view(view, oracle: DuckDBOracle, q: Query, full_iter: bool):
     n = len(view)
     if n != sum(exp.values()):
         raise Mismatch(f"len(view)={n} but oracle total multiplicity={sum(exp.values())}")
+    if full_iter and hasattr(view, "rows_batches"):
+        batched: dict = {}
+        for b in view.rows_batches(5):
+            if not isinstance(b, list) or not b or len(b) > 5:
+                raise Mismatch(f"rows_batches(5) yielded {b!r}")
+            for row, k in b:
+                if row in batched:
+                    raise Mismatch(f"rows_batches() yielded row {row!r} twice")
+                batched[row] = k
+        if batched != exp:
+            raise Mismatch(f"rows_batches() mismatch\n    expected {_fmt_bag(exp)}\n    got      {_fmt_bag(batched)}")
+    if full_iter and hasattr(view, "contains"):
+        for row, k in exp.items():
+            if view.contains(row) != k:
+                raise Mismatch(f"contains({row!r}) = {view.contains(row)!r}, expected {k}")
+        for row in list(exp)[:5]:  # near misses: one value changed
+            for i in range(len(row)):
+                other = row[:i] + ((row[i] or 0) + 17,) + row[i + 1:]
+                if other not in exp and view.contains(other) != 0:
+                    raise Mismatch(f"contains({other!r}) = {view.contains(other)!r}, expected 0")
     if full_iter:
         lst = list(view)
         c = Counter(lst)

@@ -20,14 +20,34 @@ from daemon_workload import (
     create_tables,
     expected,
     materialized,
+    restart_server,
 )
+
+
+def _lsn(text: str) -> int:
+    hi, lo = text.split("/")
+    return int(hi, 16) << 32 | int(lo, 16)
+
+
+def _confirmed(conn) -> int:
+    return _lsn(conn.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                             "WHERE database = current_database()").fetchone()[0])
+
+
+def _leftovers(conn) -> list:
+    """Backends of the daemon (its connections are named ``ivm daemon …``) and active slots."""
+    return conn.execute(
+        "SELECT 'backend', application_name, coalesce(query, '') FROM pg_stat_activity "
+        "WHERE application_name LIKE 'ivm daemon%' AND datname = current_database() UNION ALL "
+        "SELECT 'slot', slot_name, active_pid::text FROM pg_replication_slots "
+        "WHERE active AND database = current_database()").fetchall()
 
 
 def _diff(a, b) -> str:
     return f"missing {dict((b - a).most_common(5))}, extra {dict((a - b).most_common(5))}"
 
 
-def test_daemon_end_to_end_with_kill9(pg_url, tmp_path):
+def test_daemon_end_to_end_with_kill9(pg_cluster, pg_url, tmp_path):
     create_tables(pg_url)
     views = tmp_path / "views.sql"
     views.write_text(VIEWS + AGG_VIEWS)
@@ -38,7 +58,7 @@ def test_daemon_end_to_end_with_kill9(pg_url, tmp_path):
 
     procs: list[Daemon] = []
     try:
-        _run(procs, args, ckpt, log, pg_url, tmp_path)
+        _run(procs, args, ckpt, log, pg_url, tmp_path, pg_cluster)
     finally:
         for p in procs:
             if isinstance(p, Writers):
@@ -47,7 +67,7 @@ def test_daemon_end_to_end_with_kill9(pg_url, tmp_path):
                 p.kill9()
 
 
-def _run(procs, args, ckpt, log, pg_url, tmp_path):
+def _run(procs, args, ckpt, log, pg_url, tmp_path, pg_cluster):
     d = Daemon(args, ckpt, log).start()
     procs.append(d)
     st = d.wait(lambda s: s.get("batches", 0) >= 1, 240, "the snapshot batch")
@@ -89,14 +109,68 @@ def _run(procs, args, ckpt, log, pg_url, tmp_path):
             total[(rec["a"], rec["k"], rec["x"], rec["y"], rec["tag"])] += rec["ivm_delta"]
     assert +total == want and not -total
 
-    # the slot only moves after batches are durably applied: it is never past the status LSN
-    with psycopg.connect(pg_url) as c:
-        confirmed = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots").fetchone()[0]
-    hi, lo = confirmed.split("/")
-    assert (int(hi, 16) << 32 | int(lo, 16)) <= d2.status()["last_batch"]["lsn"]
+    # the slot is confirmed promptly once the batches are applied, past the sink's own writes
+    # into the same cluster too (nothing is pending), so no WAL piles up behind it
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        wal = _lsn(c.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
+        deadline = time.monotonic() + 60
+        while _confirmed(c) < wal and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _confirmed(c) >= wal
+    # pg_ctl restart -m fast under the running daemon: the shutdown is not held by its walsender
+    # (pg_ctl fails after 60 s otherwise) and the daemon reconnects and resumes exactly
+    restart_s = restart_server(pg_cluster)
+    writers = Writers(pg_url, seed=23).start()
+    procs.append(writers)
+    time.sleep(3)
+    marker = writers.stop()
+    d2.wait_lsn(marker)
+    got, want = materialized(pg_url), expected(pg_url)
+    assert got == want, _diff(got, want)
+    assert materialized(pg_url, "g3", "k, n, total") == expected(pg_url, AGG_SELECT)
+
     assert d2.terminate() == 0
+    with psycopg.connect(pg_url, autocommit=True) as c:  # a stopped daemon leaves nothing running
+        deadline = time.monotonic() + 10
+        while _leftovers(c) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _leftovers(c) == []
+    assert "stopped" in d2.status_text()
     # maxChangesPerBatch: whole transactions (≤ 8 row changes each) up to 500 changes per batch
     sizes = d2.batch_sizes()
     assert len(sizes) >= 6 and max(n for b, n in sizes.items() if b > 0) <= 500 + 8, sizes
     print(f"\ncold start to first batch {cold_start:.1f} s; restart to first batch {recovery:.1f} s; "
-          f"{sum(writers.counts.values())} writer changes")
+          f"pg_ctl restart -m fast {restart_s:.1f} s")
+
+
+def test_available_now_cold_start_then_catch_up(pg_url, tmp_path):
+    """``--trigger available-now`` from an empty checkpoint (the first run of a fresh daemon:
+    JVM, Python workers and slot all new) succeeds first time and exits; a second run on the
+    same checkpoint streams what was committed meanwhile, exactly, and exits; neither leaves
+    a query, walsender or active slot behind."""
+    create_tables(pg_url, seed=5)
+    views = tmp_path / "views.sql"
+    views.write_text(VIEWS)
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]",
+            "--trigger", "available-now", "--max-changes-per-batch", "40"]
+    ckpt, log = str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")
+    d = Daemon(args, ckpt, log).start()
+    assert d.proc.wait(600) == 0, d.tail()
+    d.log.close()
+    assert materialized(pg_url) == expected(pg_url)
+    writers = Writers(pg_url, seed=31).start()
+    time.sleep(3)
+    writers.stop()
+    assert sum(writers.counts.values()) > 10
+    d = Daemon(args, ckpt, log).start()
+    assert d.proc.wait(600) == 0, d.tail()
+    d.log.close()
+    got, want = materialized(pg_url), expected(pg_url)
+    assert got == want, _diff(got, want)
+    assert max(d.batch_sizes()) >= 2  # the catch-up came in several capped batches
+    assert "stopped" in d.status_text()
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        deadline = time.monotonic() + 10
+        while _leftovers(c) and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _leftovers(c) == []

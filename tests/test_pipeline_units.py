@@ -4,6 +4,7 @@ batch consolidation (TRUNCATE), sinks' per-batch idempotency, configuration."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
 
 import duckdb
@@ -122,6 +123,12 @@ def test_checkpoint_store_recovers_and_compacts(tmp_path):
     again = EngineState([d], SCHEMA)
     assert CheckpointStore(str(tmp_path), [d]).recover(again) == 8
     assert _rows(again, "ineq3") == _rows(st, "ineq3") and again.base == st.base
+    import os
+
+    os.chmod(tmp_path / "log", 0o777)  # a directory others could write: its pickles are not loaded
+    with pytest.raises(IVMError, match="writable by others"):
+        CheckpointStore(str(tmp_path), [d]).recover(EngineState([d], SCHEMA))
+    os.chmod(tmp_path / "log", 0o700)
     other = ViewDef("ineq3", VIEWS["common"], True, ["r", "s"])
     with pytest.raises(IVMError, match="other view definitions"):
         CheckpointStore(str(tmp_path), [other])
@@ -159,6 +166,33 @@ def test_postgres_sink_is_idempotent_per_batch(pg_url):
     s.close()
 
 
+def test_postgres_sink_merge_is_keyed_and_checked(pg_url):
+    """A batch is merged by primary-key probes: the sink table is never scanned (fresh, never
+    analyzed statistics included), rows whose count reaches zero go away, and a table changed
+    by someone else (a count going negative) fails the batch, leaving the table as it was."""
+    layout = {"v": (["x", "y"], ["integer", "text"])}
+    s = PostgresSink(pg_url, "d2")
+    s.prepare(layout, fresh=True)
+    s.write(0, {"v": [((i, "r"), 1) for i in range(20_000)]})
+
+    def seq_scans():
+        with psycopg.connect(pg_url) as c:
+            c.execute("SELECT pg_stat_force_next_flush()")
+            return c.execute("SELECT seq_scan FROM pg_stat_user_tables WHERE relname = 'v'").fetchone()[0]
+
+    before = seq_scans()
+    assert s.write(1, {"v": [((i, "r"), -1) for i in range(0, 20_000, 9)] + [((-1, None), 2)]})
+    assert seq_scans() == before
+    want = Counter({(i, "r"): 1 for i in range(20_000) if i % 9}) + Counter({(-1, None): 2})
+    assert _sink_rows_pg(pg_url) == want
+    with psycopg.connect(pg_url, autocommit=True) as c:  # someone else removes a row
+        c.execute("DELETE FROM v WHERE x = 1")
+    with pytest.raises(IVMError, match="negative count"):
+        s.write(2, {"v": [((1, "r"), -1), ((2, "r"), -1)]})
+    assert _sink_rows_pg(pg_url) == want - Counter({(1, "r"): 1})  # batch 2 changed nothing
+    s.close()
+
+
 def test_duckdb_and_parquet_sinks_are_idempotent(tmp_path):
     import pyarrow.parquet as pq
 
@@ -171,7 +205,16 @@ def test_duckdb_and_parquet_sinks_are_idempotent(tmp_path):
         s.close()
     with duckdb.connect(db) as c:
         got = Counter({(x, y): n for x, y, n in c.execute("SELECT x, y, ivm_count FROM v").fetchall()})
+        assert c.execute("SELECT count(*) FROM v WHERE ivm_count <= 0").fetchone()[0] == 0
     assert got == Counter({(2, None): 1, (3, "c"): 1})
+    s = DuckDBSink(db, "d1")
+    s.prepare(LAYOUT, fresh=False)
+    with pytest.raises(IVMError, match="negative count"):  # a row the table does not hold
+        s.write(2, {"v": [((3, "c"), -1), ((9, "z"), -1)]})
+    assert not s.write(1, CHANGES_2) and s.write(2, {"v": [((3, "c"), -1)]})  # nothing half-applied
+    s.close()
+    with duckdb.connect(db) as c:
+        assert c.execute("SELECT x, y, ivm_count FROM v").fetchall() == [(2, None, 1)]
     total = Counter()
     for f in sorted((tmp_path / "pq" / "v").glob("batch-*.parquet")):
         for rec in pq.read_table(f).to_pylist():
@@ -220,9 +263,30 @@ def _read_all(reader, parts):
 
     out = []
     for p in parts:
-        out += [(lsn, t, sign, None if raw is None else pickle.loads(raw))
-                for lsn, _seq, _ts, t, sign, raw in reader.read(p)]
+        for item in reader.read(p):  # snapshot slices yield tuples, change batches Arrow batches
+            rows = [item] if isinstance(item, tuple) else [tuple(r.values()) for r in item.to_pylist()]
+            out += [(lsn, t, sign, None if raw is None else pickle.loads(raw))
+                    for lsn, _seq, _ts, t, sign, raw in rows]
     return out
+
+
+def _lsn(text: str) -> int:
+    hi, lo = text.split("/")
+    return int(hi, 16) << 32 | int(lo, 16)
+
+
+def _wait_confirmed(url: str, slot: str, lsn: int, timeout: float = 30.0) -> int:
+    """The slot's confirmed position once it reached ``lsn`` (or the last seen after ``timeout``)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as c:
+        while True:
+            conf = _lsn(c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots "
+                                  "WHERE slot_name = %s", [slot]).fetchone()[0])
+            if conf >= lsn or time.monotonic() > deadline:
+                return conf
+            time.sleep(0.1)
 
 
 def test_cdc_reader_snapshot_handoff_limits_and_ack(pg_url):
@@ -248,7 +312,10 @@ def test_cdc_reader_snapshot_handoff_limits_and_ack(pg_url):
     assert len(parts) > 2  # the big table is read by several partitions under one snapshot
     snap = _read_all(reader, parts)
     assert Counter((t, row) for _, t, _, row in snap) == Counter(("r", (g, g % 7)) for g in range(1, 5001))
-    reader.commit(snap_end)
+    reader.commit(snap_end)  # the snapshot batch is done: the same connection streams the slot
+    with psycopg.connect(pg_url) as c:
+        wal = _lsn(c.execute("SELECT pg_current_wal_lsn()::text").fetchone()[0])
+    assert reader.feed.wait_position(wal, 60)  # the stream delivered everything written so far
 
     batches, cur = [], snap_end
     while True:
@@ -268,14 +335,9 @@ def test_cdc_reader_snapshot_handoff_limits_and_ack(pg_url):
     with psycopg.connect(pg_url) as c:
         conf = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
                          [reader.slot]).fetchone()[0]
-    hi, lo = conf.split("/")
-    assert (int(hi, 16) << 32 | int(lo, 16)) < cur["lsn"]  # nothing acknowledged before commit()
+    assert _lsn(conf) < cur["lsn"]  # nothing acknowledged before commit()
     reader.commit(cur)
-    with psycopg.connect(pg_url) as c:
-        conf = c.execute("SELECT confirmed_flush_lsn::text FROM pg_replication_slots WHERE slot_name = %s",
-                         [reader.slot]).fetchone()[0]
-    hi, lo = conf.split("/")
-    assert (int(hi, 16) << 32 | int(lo, 16)) == cur["lsn"]
+    assert _wait_confirmed(pg_url, reader.slot, cur["lsn"]) >= cur["lsn"]
     # Trigger.AvailableNow: only what was committed before prepareForTriggerAvailableNow
     with psycopg.connect(pg_url, autocommit=True) as c:
         c.execute("SET synchronous_commit = on")
@@ -286,6 +348,24 @@ def test_cdc_reader_snapshot_handoff_limits_and_ack(pg_url):
     assert [row for _, _, _, row in _read_all(reader, reader.partitions(cur, end))] == [(7, 7)]
     assert reader.latestOffset(end, ReadAllAvailable()) == end
     reader.stop()
+    assert _slot_released(pg_url, reader.slot)  # the stream's walsender is gone with the connection
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("SELECT pg_drop_replication_slot(%s)", [reader.slot])
+
+
+def _slot_released(url: str, slot: str, timeout: float = 10.0) -> bool:
+    """Whether the slot became inactive with no walsender left (within ``timeout``)."""
+    import time
+
+    deadline = time.monotonic() + timeout
+    with psycopg.connect(url, autocommit=True) as c:
+        while time.monotonic() < deadline:
+            active = c.execute("SELECT active FROM pg_replication_slots WHERE slot_name = %s", [slot]).fetchone()[0]
+            senders = c.execute("SELECT count(*) FROM pg_stat_replication").fetchone()[0]
+            if not active and senders == 0:
+                return True
+            time.sleep(0.1)
+    return False
 
 
 def test_example_daemon_config_and_views_compile():
@@ -361,3 +441,115 @@ def test_replica_identity_needs_consent(pg_url, tmp_path):
     assert config_from_args(args).set_replica_identity is True
     args = build_parser().parse_args(["--source", pg_url, "--views", str(views), "--checkpoint", "x"])
     assert config_from_args(args).set_replica_identity is False
+
+
+def test_orphan_slots_of_discarded_checkpoints_are_dropped(pg_url, tmp_path, caplog):
+    from ivm_layer.pipeline.hygiene import clean_orphans, mark_publication
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int)")
+        kept = tmp_path / "kept"
+        kept.mkdir()
+        db = c.execute("SELECT current_database()").fetchone()[0]
+        for name, ckpt in (("gone", tmp_path / "gone"), ("kept", kept), ("own", tmp_path / "own")):
+            c.execute(f"CREATE PUBLICATION ivm_{name}_{db}_pub FOR TABLE r")
+            mark_publication(c, f"ivm_{name}_{db}_pub", str(ckpt))
+            c.execute("SELECT pg_create_logical_replication_slot(%s, 'pgoutput')", [f"ivm_{name}_{db}_slot"])
+        c.execute("CREATE PUBLICATION ivm_unlabelled_pub FOR TABLE r")  # not a daemon's: untouched
+        with caplog.at_level("WARNING", logger="ivm.daemon"):
+            assert clean_orphans(c, f"ivm_own_{db}_pub") == [f"ivm_gone_{db}_pub"]
+        assert f"ivm_kept_{db}_slot" in caplog.text and "retains" in caplog.text
+        slots = {r[0] for r in c.execute("SELECT slot_name FROM pg_replication_slots WHERE database = %s", [db])}
+        pubs = {r[0] for r in c.execute("SELECT pubname FROM pg_publication")}
+        assert slots == {f"ivm_kept_{db}_slot", f"ivm_own_{db}_slot"}
+        assert pubs == {f"ivm_kept_{db}_pub", f"ivm_own_{db}_pub", "ivm_unlabelled_pub"}
+        for s in slots:
+            c.execute("SELECT pg_drop_replication_slot(%s)", [s])
+
+
+def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
+    """The feed stops reading when its stage is full (a soft bound: one read of what the socket
+    holds), frees what Spark's commit log says is complete, confirms the slot up to there and
+    no further, and delivers every transaction exactly once."""
+    from ivm_layer.pipeline.changefeed import ChangeFeed, committed_offset
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, k int, pad text); ALTER TABLE r REPLICA IDENTITY FULL")
+        c.execute("CREATE PUBLICATION p2 FOR TABLE r")
+        slot = f"feed_{pg_url.rsplit('/', 1)[1]}"
+        start = _lsn(c.execute("SELECT lsn::text FROM pg_create_logical_replication_slot(%s, 'pgoutput')",
+                               [slot]).fetchone()[0])
+        for i in range(300):  # ~6 MB of changes: more than a socket buffer holds
+            c.execute("INSERT INTO r SELECT g, %s, repeat('x', 2000) FROM generate_series(1, 10) g", [i])
+        wal = _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+    spark = tmp_path / "spark"
+    (spark / "commits").mkdir(parents=True)
+    (spark / "offsets").mkdir()
+    assert committed_offset(str(spark)) is None
+    feed = ChangeFeed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
+    seen: Counter = Counter()
+    try:
+        assert feed.wait_position(wal, 60, until_full=True)
+        n = len(feed.staged(start))
+        time.sleep(0.6)
+        assert len(feed.staged(start)) == n and not feed.wait_position(wal, 0.3)  # stopped reading
+        done, batch = start, 0
+        deadline = time.monotonic() + 120
+        while done < wal and time.monotonic() < deadline:
+            staged = feed.staged(done)
+            if not staged:
+                feed.wait_position(done + 1, 1.0)
+                continue
+            end = staged[-1][0]
+            for t in feed.take(done, end):  # what Spark's batch reads, then records as complete
+                seen.update((a, k) for (a, k, _), _ in t.changes["r"])
+            (spark / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"lsn":{end}}}\n')
+            (spark / "commits" / str(batch)).write_text("v1\n{}\n")
+            assert committed_offset(str(spark)) == end
+            assert _wait_confirmed(pg_url, slot, end) >= end  # confirmed from the commit log alone
+            done, batch = end, batch + 1
+            if feed.position >= wal and not feed.staged(done):
+                break
+        assert batch > 3 and seen == Counter({(a, k): 1 for a in range(1, 11) for k in range(300)})
+    finally:
+        feed.close()
+    assert _slot_released(pg_url, slot)
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("SELECT pg_drop_replication_slot(%s)", [slot])
+
+
+def test_engine_state_static_tables_rebuild_on_static_writes():
+    """A view declaring a static table: dynamic changes go through the engine's O(1) path, a
+    change to the static table rebuilds the view from the base rows (counted), and the view's
+    changes always add up to the same view recomputed from scratch."""
+    import random
+
+    from ivm_layer import compile_view
+    from ivm_layer.pipeline.state import EngineState, ViewDef, parse_views
+
+    (d,) = parse_views("CREATE INCREMENTAL VIEW sv WITH (static = 'n') AS "
+                       "SELECT o.id, o.nk, n.name FROM o JOIN n ON o.nk = n.nk")
+    assert d.static == ["n"]
+    schema = {"o": {"id": "integer", "nk": "integer"}, "n": {"nk": "integer", "name": "text"}}
+    st = EngineState([d], schema)
+    rng = random.Random(4)
+    seen: dict = {}
+
+    def feed(changes):
+        for row, k in st.apply(changes).get("sv", []):
+            seen[row] = seen.get(row, 0) + k
+            if not seen[row]:
+                del seen[row]
+
+    feed({"n": {(1, "a"): 1, (2, "b"): 1}, "o": {(i, i % 3): 1 for i in range(20)}})
+    assert st.rebuilds["sv"] == 0
+    for step in range(30):
+        if step % 7 == 6:
+            feed({"n": {(rng.randint(0, 3), f"x{step}"): 1}})
+        else:
+            feed({"o": {(100 + step, rng.randint(0, 3)): 1}})
+        fresh = compile_view("SELECT o.id, o.nk, n.name FROM o JOIN n ON o.nk = n.nk", schema)
+        fresh.apply({t: list(rows.items()) for t, rows in st.base.items() if rows})
+        assert dict(st.views["sv"].rows()) == dict(fresh.rows()) == seen
+    assert st.rebuilds["sv"] == 4
+    assert isinstance(ViewDef("x", "SELECT 1", False).static, list)

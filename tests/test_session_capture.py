@@ -16,6 +16,9 @@ VIEWS = {
     "v_join": "SELECT r.a, r.b, s.d FROM r, s WHERE r.b = s.b",
     "v_theta": "SELECT r.a, k.id, k.v FROM r, k WHERE r.a < k.v",
     "v_k": "SELECT k.id, k.v, s.d FROM k JOIN s ON k.v = s.b",
+    # composite views (computed column over an outer join; a union) take the same capture routes
+    "v_left": "SELECT k.id, k.v * 2 AS v2, s.d FROM k LEFT JOIN s ON k.v = s.b",
+    "v_union": "SELECT b AS x FROM s UNION SELECT v FROM k",
 }
 MATERIALIZED = {"m_k": "SELECT k.id, k.v, r.c FROM k JOIN r ON k.id = r.a WHERE k.v > 1"}
 

@@ -25,26 +25,25 @@ def test_star_and_table_star_and_aliases():
 
 
 @pytest.mark.parametrize("sql, fragment", [
-    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b", "LEFT OUTER JOIN"),
-    ("SELECT r.a FROM r WHERE r.a = 1 OR r.b = 2", "OR"),
-    ("SELECT r.a FROM r, s WHERE r.a <> s.c", "<> between columns of different tables"),
+    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b AND r.a > 1", "outer join condition"),
+    ("SELECT r.a FROM r LEFT JOIN s ON r.b = s.b LEFT JOIN s s2 ON r.b = s2.b", "more than one outer join"),
+    ("SELECT r.a FROM r LEFT JOIN (SELECT b, c FROM s UNION SELECT b, c FROM s) x ON r.b = x.b", "set operation in FROM"),
+    ("SELECT r.a FROM r WHERE r.a IN (SELECT b FROM s WHERE s.c = r.b)", "correlated IN"),
+    ("SELECT r.a FROM r WHERE EXISTS (SELECT 1 FROM s WHERE s.c < r.b)", "inside EXISTS other than"),
+    ("SELECT r.a FROM r WHERE r.a = 1 OR EXISTS (SELECT 1 FROM s)", "subquery inside OR"),
     ("SELECT r.a FROM r WHERE r.a < now()", "non-deterministic function now()"),
     ("SELECT r.a FROM r WHERE r.a < random()", "non-deterministic function"),
-    ("SELECT r.a FROM r WHERE r.a < abs(r.b)", "function abs()"),
-    ("SELECT r.a FROM r WHERE r.a IN (SELECT b FROM s)", "IN (subquery)"),
-    ("SELECT r.a FROM r WHERE NOT r.a < 1", "NOT of this condition"),
     ("SELECT r.a FROM r, s WHERE r.a < s.c + INTERVAL '1 month'", "interval unit 'month'"),
-    ("SELECT r.a FROM r WHERE r.a + 1 IN (1, 2)", "on an expression"),
     ("SELECT row_number() OVER (ORDER BY r.a) FROM r", "window function"),
     ("SELECT stddev(r.a) FROM r", "aggregate function stddev"),
-    ("SELECT r.a FROM r, s WHERE r.a = s.c OR r.b = s.b", "OR"),
-    ("SELECT r.a FROM r WHERE r.a IN (SELECT c FROM s)", "IN (subquery)"),
-    ("SELECT r.a FROM r, s WHERE r.b = s.b AND r.a > (SELECT max(c) FROM s)", "expression in a comparison"),
-    ("SELECT r.a FROM (SELECT * FROM r) r", "FROM item"),
-    ("SELECT r.a + 1 FROM r", "SELECT item"),
-    ("SELECT r.a FROM r GROUP BY r.a + 1", "GROUP BY item"),
+    ("SELECT r.a FROM r, s WHERE r.b = s.b AND r.a > (SELECT max(c) FROM s)", "subquery inside OR/NOT/an expression"),
+    ("SELECT r.a, count(*) FROM r GROUP BY ROLLUP (r.a)", "rollup"),
     ("SELECT DISTINCT ON (r.a) r.a FROM r", "DISTINCT ON"),
-    ("SELECT r.a FROM r WHERE r.a * 2 < 3", "expression"),
+    ("SELECT r.a FROM r WHERE md5(r.a) = 'x'", "function md5()"),
+    ("SELECT r.a FROM r ORDER BY r.a LIMIT 3", "LIMIT inside an incremental view"),
+    ("SELECT r.a FROM (SELECT b AS a FROM r ORDER BY b LIMIT 2) r", "LIMIT inside an incremental view"),
+    ("WITH RECURSIVE x AS (SELECT a FROM r) SELECT a FROM x", "WITH RECURSIVE"),
+    ("SELECT r.a, s.c FROM r JOIN s ON r.b = s.b WHERE r.a + s.c > 2 GROUP BY r.a, s.c", "GROUP BY view"),
 ])
 def test_unsupported_constructs_name_the_construct_and_position(sql, fragment):
     with pytest.raises(UnsupportedSQLError) as e:
@@ -60,6 +59,7 @@ def test_unsupported_constructs_name_the_construct_and_position(sql, fragment):
     ("SELECT r.a FROM r, r", "duplicate table alias"),
     ("SELEC r.a FROM r", "cannot parse"),
     ("SELECT r.a FROM r JOIN s USING (z)", "must exist on both sides"),
+    ("SELECT r.a FROM r GROUP BY r.a + 1", "column 'r.a' must appear in GROUP BY"),
 ])
 def test_sql_errors(sql, fragment):
     with pytest.raises(SQLError) as e:
@@ -72,13 +72,14 @@ def test_postgres_flavoured_body():
     view = ivm_layer.compile_view(sql, SCHEMA, dialect="postgres")
     view.apply({"r": [((1, 1), 1), ((5, 2), 1), ((6, 2), 1)], "s": [((1, 2), 1), ((1, 6), 1), ((2, 3), 1), ((2, 4), 1)]})
     assert dict(view.rows()) == {(1, 2): 1, (5, 4): 1, (6, 4): 1}  # s.c = 3 fails <> 3; 6 fails < r.a + 2
-    with pytest.raises(UnsupportedSQLError, match="cast"):
-        ivm_layer.compile_view("SELECT r.a FROM r WHERE r.b::int > 3", SCHEMA, dialect="postgres")
+    view = ivm_layer.compile_view("SELECT r.a FROM r WHERE r.b::int > 3", SCHEMA, dialect="postgres")
+    view.apply({"r": [((1, 4), 1), ((2, 3), 1)]})
+    assert dict(view.rows()) == {(1,): 1}
 
 
 def test_position_is_reported():
     with pytest.raises(UnsupportedSQLError) as e:
-        ivm_layer.compile_view("SELECT r.a\nFROM r\nWHERE r.a = 1 OR r.b = 2", SCHEMA)
+        ivm_layer.compile_view("SELECT r.a\nFROM r\nWHERE r.a = 1 OR r.b < now()", SCHEMA)
     assert "line 3" in str(e.value)
 
 

@@ -32,6 +32,11 @@ TPCH = {
                  "l_returnflag": "VARCHAR"},
 }
 TRANS = {"trans": {"id": "INTEGER", "acc": "INTEGER", "ts": "INTEGER", "amnt": "INTEGER"}}
+EVENTS = {"clicks": {"user_id": "INTEGER", "ts": "INTEGER", "page": "VARCHAR"},
+          "purchases": {"user_id": "INTEGER", "ts": "INTEGER", "amount": "DECIMAL(10,2)"}}
+SHOP = {"orders": {"order_id": "INTEGER", "customer": "INTEGER", "total": "DECIMAL(10,2)"},
+        "payments": {"order_id": "INTEGER", "amount": "DECIMAL(10,2)"},
+        "blocked": {"customer": "INTEGER"}}
 
 FREE_CONNEX = {"q01", "q02", "q03", "q04", "q05", "q06", "q07", "q08", "q09"}
 NOT_FREE_CONNEX = {"q10", "q11", "q12"}
@@ -42,6 +47,10 @@ def schema_for(name):
         return RST
     if name.startswith("tpch"):
         return TPCH
+    if name.startswith("events"):
+        return EVENTS
+    if name.startswith("shop"):
+        return SHOP
     return TRANS
 
 
@@ -51,7 +60,10 @@ def value(rng, sql_type):
     if sql_type == "DATE":
         return datetime.date(2026, 1, 1) + datetime.timedelta(days=rng.randint(0, 60))
     if sql_type.startswith("DECIMAL"):
-        return None if rng.random() < 0.1 else decimal.Decimal(rng.randint(0, 10)) / 20
+        # as the database stores them: at the column's scale
+        return None if rng.random() < 0.1 else (decimal.Decimal(rng.randint(0, 10)) / 20).quantize(decimal.Decimal("0.01"))
+    if rng.random() < 0.3:
+        return rng.choice(["/product/1", "/cart", "/home", None])
     return rng.choice(["BUILDING", "EUROPE", "O", "F", "R", "1-URGENT", "2-HIGH", "x"])
 
 
@@ -69,10 +81,19 @@ def test_example_compiles_classifies_and_matches_duckdb(path):
         con.execute(f"CREATE TABLE {t} ({', '.join(f'{c} {ty}' for c, ty in cols.items())})")
     rng = random.Random(path.stem)
     tables = [t for t in schema if t in view.tables]
-    for _ in range(60):
+    present = {t: [] for t in tables}
+    for step in range(90):
         t = rng.choice(tables)
-        row = tuple(value(rng, ty) for ty in schema[t].values())
-        view.insert(t, row)
-        con.execute(f"INSERT INTO {t} VALUES ({', '.join('?' * len(row))})", list(row))
-    expected = collections.Counter(map(tuple, con.execute(sql).fetchall()))
-    assert collections.Counter(dict(view.rows())) == expected
+        if present[t] and rng.random() < 0.3:  # deletes too (anti-joins, outer joins flip both ways)
+            row = present[t].pop(rng.randrange(len(present[t])))
+            view.delete(t, row)
+            cond = " AND ".join(f"{c} IS NOT DISTINCT FROM ?" for c in schema[t])
+            con.execute(f"DELETE FROM {t} WHERE rowid = (SELECT min(rowid) FROM {t} WHERE {cond})", list(row))
+        else:
+            row = tuple(value(rng, ty) for ty in schema[t].values())
+            present[t].append(row)
+            view.insert(t, row)
+            con.execute(f"INSERT INTO {t} VALUES ({', '.join('?' * len(row))})", list(row))
+        if step % 15 == 14:
+            expected = collections.Counter(map(tuple, con.execute(sql).fetchall()))
+            assert collections.Counter(dict(view.rows())) == expected, step

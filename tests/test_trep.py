@@ -80,3 +80,6 @@ def test_ordered_group_against_reference(load, monkeypatch):
             assert sorted(got) == sorted((u, m) for u, m in ref.items() if inside(u[0]))
             assert [u[0] for u, _ in got] == sorted(u[0] for u, _ in got)
             assert [kv for b in g.buckets_in(lo, li, hi, hii) for kv in b.items()] == got
+            ks, vs = g.flat_in(lo, li, hi, hii)
+            assert list(zip(ks, vs)) == got
+            assert g.nonunit == sum(1 for m in ref.values() if m != 1)

@@ -24,16 +24,19 @@ from __future__ import annotations
 import math
 import operator
 from dataclasses import replace
-from decimal import Decimal
+from decimal import Decimal, localcontext
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from sortedcontainers import SortedList
 
-from ..errors import ConcurrentModificationError, UpdateError
+from ..errors import ConcurrentModificationError, SQLError, UpdateError
 from ..planner import plan as make_plan
 from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
+from .exact import EXACT, numeric_avg
 from .leaves import value_kind
-from .view import Prepared, View
+from .scalar import SCALAR_TAGS, compile_scalar
+from .values import canonical
+from .view import Prepared, View, chunked_rows as _chunks
 
 Change = list[tuple[tuple, int]]
 
@@ -70,6 +73,8 @@ def compile_expr(e: Expr, pos: Mapping[str, int], aggs: Callable[[int], Any] | N
     """A closure evaluating ``e`` on a tuple (variables read at ``pos``), with SQL NULLs and
     three-valued logic. HAVING closures receive ``(group key, state)`` through ``aggs``/``groups``."""
     tag = e[0]
+    if tag in SCALAR_TAGS:  # CASE, functions, CAST, … (ivm_layer.engine.scalar)
+        return compile_scalar(e, pos)
     if tag == "var":
         i = pos[e[1]]
         return lambda t: t[i]
@@ -128,7 +133,8 @@ def compile_expr(e: Expr, pos: Mapping[str, int], aggs: Callable[[int], Any] | N
         a, b = f(t), g(t)
         if a is None or b is None:
             return None
-        return bool(cmp(*_num(a, b)))
+        a, b = _num(a, b)
+        return bool(cmp(canonical(a), canonical(b)))  # NaN: equal to itself, above every number
     return compare
 
 
@@ -143,6 +149,47 @@ def _arith_vars(e: Expr, inside: bool = False) -> set[str]:
     for s in e[1:]:
         out |= _arith_vars(s, inside or arith)
     return out
+
+
+def _static_kind(e: Expr, spec: AggregateSpec, need: list[tuple[str, str]]) -> Any:
+    """The value kind of ``e`` where it is known before any row arrives ("number", "text", …),
+    ``("var", v)`` when it is the kind of variable v's values, None when unknown. Raises
+    SQLError where SQL would reject the types (text in arithmetic or SUM/AVG, a number
+    compared with text); comparisons of a variable with a constant add ``(v, kind)`` to
+    ``need`` (checked on every row, before anything changes)."""
+    tag = e[0]
+    if tag == "var":
+        return ("var", e[1])
+    if tag == "const":
+        return None if e[1] is None else value_kind(e[1])
+    if tag == "grp":
+        return ("var", spec.group_vars[e[1]])
+    if tag == "agg":
+        agg = spec.aggregates[e[1]]
+        if agg.arg is not None:
+            k = _static_kind(agg.arg, spec, need)
+            if agg.func in ("sum", "avg") and isinstance(k, str) and k != "number":
+                raise SQLError(f"{agg} needs numbers, but its argument is {k}")
+            if agg.func in ("min", "max"):
+                return k
+        return "number"
+    if tag in _ARITH or tag == "neg":
+        for sub in e[1:]:
+            k = _static_kind(sub, spec, need)
+            if isinstance(k, str) and k != "number":
+                raise SQLError(f"arithmetic on a {k} value in {expr_str(e)}")
+        return "number"
+    if tag in _CMP:
+        a, b = (_static_kind(sub, spec, need) for sub in e[1:])
+        if isinstance(a, str) and isinstance(b, str) and a != b:
+            raise SQLError(f"{expr_str(e)} compares a {a} value with a {b} value")
+        for x, y in ((a, b), (b, a)):
+            if isinstance(x, tuple) and isinstance(y, str):
+                need.append((x[1], y))
+        return "bool"
+    for sub in e[1:]:
+        _static_kind(sub, spec, need)
+    return "bool" if tag in ("and", "or", "not", "isnull") else None
 
 
 # -- the ring of SUM payloads ---------------------------------------------------------------
@@ -267,7 +314,7 @@ class _Slot:
         self.summed = False  # a multiset SUM/AVG(DISTINCT) reads: keep the sum of its values
 
 
-def _reader(agg: Aggregate, slots: dict[tuple, _Slot]) -> Callable[[list], Any]:
+def _reader(agg: Aggregate, slots: dict[tuple, _Slot], dialect: str = "duckdb") -> Callable[[list], Any]:
     """f(state) -> the aggregate's SQL result."""
     if agg.arg is None:
         return lambda st: st[0]
@@ -295,6 +342,8 @@ def _reader(agg: Aggregate, slots: dict[tuple, _Slot]) -> Callable[[list], Any]:
     s = slots[("sum", agg.arg)].index
     if agg.func == "sum":
         return lambda st: st[s] if st[n] else None
+    if dialect == "postgres":  # AVG(numeric) is a numeric in PostgreSQL
+        return lambda st: numeric_avg(st[s], st[n]) if isinstance(st[s], Decimal) else _avg(st[s], st[n])
     return lambda st: _avg(st[s], st[n])
 
 
@@ -379,7 +428,20 @@ class AggregateView:
                 if v in numeric or v in compared:
                     self._checks.setdefault(a.relation, []).append((j, v, v in numeric))
         self._value_kinds: dict[tuple[str, int, bool], str] = {}
-        self._readers = [_reader(agg, slots) for agg in spec.aggregates]
+        # Kinds fixed before any row: text in SUM/arithmetic is rejected here, a column compared
+        # with a constant (HAVING max(x) > 'a') must hold values of the constant's kind.
+        need: list[tuple[str, str]] = []
+        for agg in spec.aggregates:
+            _static_kind(("agg", spec.aggregates.index(agg)), spec, need)
+        if spec.having is not None:
+            _static_kind(spec.having, spec, need)
+        for var, kind in need:
+            for a in atoms:
+                for j, v in enumerate(a.vars):
+                    if v == var:
+                        self._checks.setdefault(a.relation, []).append((j, v, False))
+                        self._value_kinds[(a.relation, j, False)] = kind
+        self._readers = [_reader(agg, slots, getattr(spec, "dialect", "duckdb")) for agg in spec.aggregates]
         readers = self._readers
         self._having = (compile_expr(spec.having, {}, aggs=lambda j, gs: readers[j](gs[1]),
                                      groups=lambda j, gs: gs[0][j]) if spec.having is not None else None)
@@ -470,6 +532,32 @@ class AggregateView:
                 raise ConcurrentModificationError(
                     "the view was updated while this enumeration was open; take list(view.rows()) first")
 
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        """:meth:`rows` as lists of about ``size`` ready ``(row, multiplicity)`` pairs."""
+        items = ((row, 1) for row in self._rows) if self._distinct else self._rows.items()
+        return _chunks(items, size, self)
+
+    def contains(self, row: Iterable[Any]) -> int:
+        """The multiplicity of ``row`` in the result (0 if absent), a dict lookup."""
+        from ..errors import IVMError
+        from .values import canonical_row
+
+        if not isinstance(row, tuple):
+            if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+                raise IVMError(f"contains() takes a row tuple of {len(self.columns)} values, got {row!r}")
+            row = tuple(row)
+        if len(row) != len(self.columns):
+            raise IVMError(f"contains() takes a row of {len(self.columns)} values, got {len(row)}")
+        try:
+            k = self._rows.get(canonical_row(row), 0)
+        except TypeError:
+            raise IVMError(f"row {row!r} has an unhashable value") from None
+        return (1 if k else 0) if self._distinct else k
+
+    @property
+    def version(self) -> int:
+        return self._version
+
     def __iter__(self) -> Iterator[tuple]:
         for row, k in self.rows():
             for _ in range(k):
@@ -551,7 +639,8 @@ class AggregateView:
         base = self._base
         validated = base._validate(batch)  # raises before anything changes
         kinds = self._check_values(validated)
-        steps = base._prepare_validated(validated, {})
+        with localcontext(EXACT):  # DECIMAL(38, s) sums need more than 28 digits
+            steps = base._prepare_validated(validated, {})
         return Prepared(self, self._version, (kinds, steps))
 
     def commit(self, prepared: Prepared, want_change: bool = False) -> Change:
@@ -567,6 +656,10 @@ class AggregateView:
         return self._commit_steps(*p.steps)
 
     def _commit_steps(self, kinds: dict, steps: list) -> Change:
+        with localcontext(EXACT):  # DECIMAL(38, s) sums need more than 28 digits
+            return self._commit_exact(kinds, steps)
+
+    def _commit_exact(self, kinds: dict, steps: list) -> Change:
         base = self._base
         self._value_kinds.update(kinds)
         self._version += 1

@@ -7,6 +7,13 @@ import re
 from typing import Any, Callable
 
 from ..query import Predicate
+from .scalar import compile_condition
+from .values import canonical, offset_adder, typed_offset
+
+
+def expr_check(cond: Any, pos: dict[str, int]) -> Callable[[tuple], bool]:
+    """A :class:`~ivm_layer.query.Condition` over one tuple: True where it is TRUE."""
+    return compile_condition(cond.expr, pos, cond.dialect)
 
 OPS: dict[str, Callable[[Any, Any], bool]] = {
     "<": operator.lt, "<=": operator.le, ">": operator.gt, ">=": operator.ge, "=": operator.eq,
@@ -22,10 +29,14 @@ def _like_regex(pattern: str, ignore_case: bool) -> "re.Pattern[str]":
     return re.compile("".join(out), re.DOTALL | (re.IGNORECASE if ignore_case else 0))
 
 
-def _unary_check(p: Predicate, i: int) -> Callable[[tuple], bool]:
+def _unary_check(p: Predicate, i: int, pos: dict[str, int]) -> Callable[[tuple], bool]:
     """One constant filter on position ``i`` under SQL semantics (NULL -> not true)."""
     op, c = p.op, p.offset
+    c = [canonical(x) for x in c] if op in ("in", "not in") else canonical(c)
     if op == "never":
+        return lambda t: False
+    if op == "expr":  # a condition of any shape: see ivm_layer.engine.scalar
+        return expr_check(c, pos)
         return lambda t: False
     if op == "is null":
         return lambda t: t[i] is None
@@ -64,10 +75,14 @@ def compile_filter(preds: list[Predicate], pos: dict[str, int]) -> Callable[[tup
     for p in preds:
         i = pos[p.left]
         if p.right is None:
-            checks.append(_unary_check(p, i))
+            checks.append(_unary_check(p, i, pos))
             continue
         op, j, c = OPS[p.op], pos[p.right], p.offset or 0
-        if c:
+        if c and typed_offset(c):
+            add = offset_adder(c)
+            checks.append(lambda t, op=op, i=i, j=j, add=add: t[i] is not None and t[j] is not None
+                          and op(t[i], add(t[j])))
+        elif c:
             checks.append(lambda t, op=op, i=i, j=j, c=c: t[i] is not None and t[j] is not None and op(t[i], t[j] + c))
         else:
             checks.append(lambda t, op=op, i=i, j=j: t[i] is not None and t[j] is not None and op(t[i], t[j]))
@@ -90,6 +105,16 @@ def compile_cross_check(preds: list[Predicate], left_pos: dict[str, int], right_
     if not preds:
         return None
     checks = [(OPS[p.op], left_pos[p.left], right_pos[p.right], p.offset or 0) for p in preds]
+    if any(typed_offset(c) for _, _, _, c in checks):
+        typed = [(op, i, j, offset_adder(c) if c else (lambda v: v)) for op, i, j, c in checks]
+
+        def check_typed(lt: tuple, rt: tuple) -> bool:
+            for op, i, j, add in typed:
+                if not op(lt[i], add(rt[j])):
+                    return False
+            return True
+
+        return check_typed
     if len(checks) == 1:
         op, i, j, c = checks[0]
         if c:
@@ -109,6 +134,25 @@ def compile_bounds(preds: list[Predicate], right_pos: dict[str, int]):
     """For predicates ``s op r_var + c`` on one sort variable ``s``, a function of the probing
     tuple ``r`` returning ``(lo, lo_inclusive, hi, hi_inclusive)`` (None = unbounded)."""
     specs = [(p.op, right_pos[p.right], p.offset or 0) for p in preds]
+    if any(typed_offset(c) for _, _, c in specs):
+        typed = [(op, j, offset_adder(c)) for op, j, c in specs]
+
+        def bounds_typed(r: tuple):
+            lo = hi = None
+            li = hii = False
+            for op, j, add in typed:
+                v = add(r[j])
+                if op in ("<", "<=", "="):
+                    incl = op != "<"
+                    if hi is None or v < hi or (v == hi and not incl):
+                        hi, hii = v, incl
+                if op in (">", ">=", "="):
+                    incl = op != ">"
+                    if lo is None or v > lo or (v == lo and not incl):
+                        lo, li = v, incl
+            return lo, li, hi, hii
+
+        return bounds_typed
     if len(specs) == 1:
         op, j, c = specs[0]
         if op == "<":

@@ -7,6 +7,10 @@
   the parent delta is ``π(ρ_sibling ⋈ Δ)`` computed through the sibling's index — a range
   sum when the updated child is the guard (Thm. 2), a range scan otherwise; propagation
   stops as soon as a delta is empty.
+* The top join node (the root's only child) is *derived* when its non-guard edge carries at
+  most one one-sided inequality (:class:`Virtual`): instead of ρ of it, only per-key counts
+  are kept, so an update of either side costs a range sum, O(log n), where the paper's
+  Alg. 2 rewrites up to n entries (000 Thm. 2: O(M log M)).
 * Enumeration (Algorithm 1) and delta enumeration (000 §7, push mode) are nested loops over
   N, generated as Python source per plan so that the hot loop has no interpretation overhead.
   Delta enumeration reads the recorded deltas on the updated leaf's path and ``ρ`` elsewhere.
@@ -17,12 +21,12 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Callable, Iterator
 
-from ..errors import ConcurrentModificationError
 from ..planner import Plan
 from ..planner.gjt import Node
 from ..query import Predicate
 from .index import Index
-from .predicates import compile_bounds, compile_cross_check, compile_filter, key_expr, key_fn, projector
+from .enumgen import gen_enum
+from .predicates import compile_bounds, compile_cross_check, compile_filter, key_fn, projector
 
 
 class RNode:
@@ -37,7 +41,8 @@ class RNode:
 
     __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
-                 "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom")
+                 "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
+                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -64,6 +69,13 @@ class RNode:
         self.p_check = None  # f(delta-form tuple, parent tuple): all edge predicates (delta enumeration)
         self.enum_pos: dict[str, int] = self.pos  # layout of the tuples full enumeration yields
         self.atom: int | None = node.atom
+        # The virtual top join (see TRep): on that node, its ``Virtual``; on its children, the
+        # sibling's index they probe, their key into it and (non-guard child) its range bounds.
+        self.virtual: Virtual | None = None
+        self.v_index: Index | None = None
+        self.v_key = None
+        self.v_bounds = None
+        self.p_sort_pos: int | None = None  # position (in ``pos``) of the variable P_n is ordered on
 
 
 def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
@@ -111,8 +123,11 @@ class TRep:
             r.in_n = r.id in plan.in_n
         for r in self.nodes.values():
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
+        self.virtual = self._find_virtual()
         for r in self.nodes.values():
             self._wire(r)
+        if self.virtual is not None:
+            self.virtual.finish()
         for r in self.nodes.values():
             r.appliers = [idx.apply for idx in r.indexes]
         self.out_vars = list(plan.gcq.output)
@@ -120,6 +135,38 @@ class TRep:
         self._enum_cache: dict[Any, Callable] = {}
 
     # -- construction -----------------------------------------------------------------
+    def _find_virtual(self) -> "Virtual | None":
+        """The top join node, when ρ of it can be derived on demand instead of stored.
+
+        Shape: the root ({} vars, one child p); p joins a guard g (var(p) ⊆ var(g)) and a
+        non-guard m whose edge carries at most one one-sided inequality and no other
+        predicate. Then ρ_p(t) = ρ_g(t) · Σ{ρ_m(u) : u in t's group, θ(u, t)}: an update of
+        either side changes the view's count by a range sum (O(log n)), nothing is fanned out,
+        and enumeration walks g's group inside the range that the extreme m tuple of the group
+        admits (every tuple there has a partner: constant delay)."""
+        root = self.root
+        if root.node.vars or len(root.children) != 1 or root.filter is not None:
+            return None
+        p = root.children[0]
+        if len(p.children) != 2:
+            return None
+        guards = [c for c in p.children if c.is_guard]
+        if len(guards) != 1:
+            return None
+        g = guards[0]
+        m = g.sibling
+        if g.node.preds:
+            return None
+        cross = _flip_all(_oriented_cross(m.node, p.node))  # parent_var op m_var + c
+        sort_var, on, rest = _split_on_sort_var(cross)
+        if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
+            return None
+        if p.in_n and not (g.in_n and m.in_n):
+            return None
+        v = Virtual(self, p, g, m, on[0] if on else None)
+        p.virtual = v
+        return v
+
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
         fused = len(kids) == 1 and node.children[0].vars > node.vars and not is_root and not node.pinned
@@ -177,6 +224,7 @@ class TRep:
             cross = _oriented_cross(s.node, p.node) if not s.is_guard else []
             sort_var, on, rest = _split_on_sort_var(cross)
             idx = self._index(s, key_vars, None, None, sort_var)
+            n.v_index, n.v_key = idx, key_fn(key_vars, p.pos)
             n.up = _make_guard_up(
                 idx, key_fn(key_vars, n.pos), projector(p.form, n.pos), p.filter,
                 compile_bounds(on, n.pos) if on else None,
@@ -188,6 +236,8 @@ class TRep:
             cross = _flip_all(_oriented_cross(n.node, p.node))  # parent_var op n_var + c
             sort_var, on, rest = _split_on_sort_var(cross)
             idx = self._index(s, key_vars, p.form, p.filter, sort_var)
+            n.v_index, n.v_key = idx, key_fn(key_vars, n.pos)
+            n.v_bounds = compile_bounds(on, n.pos) if on else None
             n.up = _make_nonguard_up(
                 idx, key_fn(key_vars, n.pos),
                 compile_bounds(on, n.pos) if on else None,
@@ -200,7 +250,9 @@ class TRep:
             end = n  # the lowest node of n's chain of fused nodes inside N
             while end.fused and end.children[0].in_n:
                 end = end.children[0]
-            if end.fused:
+            if n.virtual is not None:
+                pass  # derived on demand: no P_n
+            elif end.fused:
                 # The chain ends at a fused frontier node: distinct output rows need its tuples
                 # aggregated onto var(end), so the index projects (and the chain aliases read that).
                 n.enum_pos = end.own_pos
@@ -209,6 +261,7 @@ class TRep:
                 n.p_index = self._index(n, key_vars, None, None, sort_var)
             n.p_key_vars = key_vars
             n.p_bounds = compile_bounds(on, p.pos) if on else None
+            n.p_sort_pos = n.pos[sort_var] if on else None
             n.p_resid = compile_cross_check(rest, n.enum_pos, p.pos)
             n.p_check = compile_cross_check(cross, n.pos, p.pos)
 
@@ -225,6 +278,8 @@ class TRep:
                 apply(delta)
             if record is not None and n.in_n:
                 record[n.id] = delta
+            if n.parent is not None and n.parent.virtual is not None:
+                return n.parent.virtual.update(n, delta, record)
             up = n.up
             if up is None:  # the root
                 self.count += delta.get((), 0)
@@ -261,119 +316,60 @@ class TRep:
                     groups[k] = [(t, d)]
                 else:
                     lst.append((t, d))
+            if r.p_bounds is not None:
+                # Ordered like P_n, so each parent tuple reads its range by bisection (a batch
+                # delta is not scanned once per parent tuple: no quadratic batches).
+                sp = r.p_sort_pos
+                for k, lst in groups.items():
+                    lst.sort(key=lambda e: e[0][sp])
+                    groups[k] = ([e[0][sp] for e in lst], lst)
             dgroups[nid] = groups
         fn = self._enum_fn(atom)
         return fn(self, dgroups)
 
-    def _enum_fn(self, atom: int | None) -> Callable:
+    def enumerate_batches(self, size: int) -> Iterator[list[tuple[tuple, int]]]:
+        """Algorithm 1 in lists of about ``size`` ready ``(row, multiplicity)`` pairs: the
+        innermost range of each output prefix is turned into rows at C speed."""
+        if not self.out_vars:
+            return iter([[((), self.count)]] if self.count else [])
+        return self._enum_fn("batch")(self, None, max(1, int(size)))
+
+    def _enum_fn(self, atom: Any) -> Callable:
         fn = self._enum_cache.get(atom)
         if fn is None:
-            src, ns = self._gen_enum(atom)
+            src, ns = gen_enum(self, None, batch=True) if atom == "batch" else gen_enum(self, atom)
             exec(compile(src, f"<ivm enumeration {'full' if atom is None else 'delta'} {atom}>", "exec"), ns)
             fn = self._enum_cache[atom] = ns["_enum"]
             self._enum_source[atom] = src
         return fn
 
-    def _gen_enum(self, atom: int | None) -> tuple[str, dict]:
-        """Generate the nested loops of Algorithm 1 over N (pre-order), as Python source.
-
-        Children's group lookups are hoisted to their parent's level (each is probed once per
-        parent tuple); a child of a fused node is the same tuple and costs no loop.
-        """
-        delta_mode = atom is not None
-        path: set[int] = set()
-        if delta_mode:
-            n = self.leaves[atom]
-            while n is not None:
-                if n.in_n:
-                    path.add(n.id)
-                n = n.parent
-        ns: dict[str, Any] = {"ConcurrentModificationError": ConcurrentModificationError}
-        lines = ["def _enum(trep, dg):"]
-        if not delta_mode:
-            lines.append("    v0 = trep.version")
-            lines.append("    if not trep.count: return")
-        lines.append(f"    t{self.root.id} = ()")
-        layout: dict[int, dict[str, int]] = {self.root.id: {}}
-        order: list[RNode] = []
-
-        def n_children(r: RNode) -> list[RNode]:
-            return [c for c in r.children if c.in_n]
-
-        def lookups(r: RNode, ind: str) -> str:
-            """Probe the parent indexes of r's children in N once, right after r is bound."""
-            if r.fused:
-                return ind
-            for c in n_children(r):
-                if c.id in path:
-                    continue
-                key = key_expr(c.p_key_vars, layout[r.id], f"t{r.id}")
-                ns[f"P{c.id}"] = c.p_index.groups
-                lines.append(f"{ind}g{c.id} = P{c.id}.get({key})")
-                lines.append(f"{ind}if g{c.id} is not None:")
-                ind += "    "
-            return ind
-
-        def emit_level(pending: list[RNode], ind: str) -> None:
-            """Open loops for the nodes in ``pending`` (their parents are bound), depth first."""
-            if not pending:
-                emit_output(ind)
-                return
-            r, rest = pending[0], pending[1:]
-            p = r.parent
-            tp, tr = f"t{p.id}", f"t{r.id}"
-            order.append(r)
-            if p.fused:  # same tuple as the parent
-                lines.append(f"{ind}{tr} = {tp}; m{r.id} = m{p.id}")
-                layout[r.id] = layout[p.id]
-                emit_level(n_children(r) + rest, lookups(r, ind))
-                return
-            key = key_expr(r.p_key_vars, layout[p.id], tp)
-            if r.id in path:
-                layout[r.id] = r.pos
-                lines.append(f"{ind}for {tr}, m{r.id} in dg[{r.id}].get({key}, ()):")
-                ind += "    "
-                if r.p_check is not None:
-                    ns[f"C{r.id}"] = r.p_check
-                    lines.append(f"{ind}if not C{r.id}({tr}, {tp}): continue")
-                emit_level(n_children(r) + rest, lookups(r, ind))
-                return
-            layout[r.id] = r.enum_pos
-            if r.p_bounds is not None:
-                ns[f"B{r.id}"] = r.p_bounds
-                lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
-                ind += "    "
-                lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")
-            else:
-                lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.items.items():")
-            ind += "    "
-            if r.p_resid is not None:
-                ns[f"R{r.id}"] = r.p_resid
-                lines.append(f"{ind}if not R{r.id}({tr}, {tp}): continue")
-            emit_level(n_children(r) + rest, lookups(r, ind))
-
-        def emit_output(ind: str) -> None:
-            frontier = [r for r in order if r.frontier]
-            outs = []
-            for v in self.out_vars:
-                holder = next(r for r in order if v in layout[r.id] and v in r.node.vars)
-                outs.append(f"t{holder.id}[{layout[holder.id][v]}]")
-            row = "(" + "".join(o + ", " for o in outs) + ")"
-            mult = " * ".join(f"m{r.id}" for r in frontier) or "1"
-            if delta_mode:
-                lines.append(f"{ind}m = {mult}")
-                lines.append(f"{ind}if m: yield {row}, m")
-            else:
-                lines.append(f"{ind}yield {row}, {mult}")
-                lines.append(f"{ind}if trep.version != v0:")
-                lines.append(f"{ind}    raise ConcurrentModificationError("
-                             "'the view was updated while this enumeration was open; "
-                             "finish (or discard) the iteration before updating, or take list(view.rows()) first')")
-
-        emit_level(n_children(self.root), lookups(self.root, "    "))
-        return "\n".join(lines) + "\n", ns
-
     # -- introspection ------------------------------------------------------------------
+    def cost_notes(self) -> list[str]:
+        """What this representation does per edge, read from the wired nodes (EXPLAIN):
+        the derived top join, and edges whose inequalities one order cannot cover (their other
+        inequalities are checked tuple by tuple: linear delay / update cost, not O(1)/O(log n))."""
+        def label(n: RNode) -> str:
+            return "{" + ", ".join(sorted(n.node.vars)) + "}" if n.atom is None else self.plan.atom_label(n.atom)
+
+        out = []
+        v = self.virtual
+        if v is not None:
+            how = f"one inequality ({v.pred})" if v.pred is not None else "equalities only"
+            out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
+                       f"changes per-key counts by one range sum, O(log n) ({how}); enumeration walks "
+                       f"{label(v.g)}'s group inside the range its extreme partner admits: O(1) delay")
+        for n in self.nodes.values():
+            p = n.parent
+            if p is None or p.fused or not n.node.preds:
+                continue
+            _, on, rest = _split_on_sort_var(_oriented_cross(n.node, p.node))
+            if rest:
+                preds = " ∧ ".join(map(str, on + rest))
+                out.append(f"edge {label(p)} -> {label(n)} ({preds}): one order covers {len(on)} of "
+                           f"{len(on) + len(rest)} predicates, the others are checked tuple by tuple: "
+                           "O(n) enumeration delay and O(n) per update in the worst case (not O(1) / O(log n))")
+        return out
+
     def rho(self, node_id: int) -> dict[tuple, int] | None:
         """``ρ_n`` as a dict over the node's own variables (sorted order for interior nodes),
         read back from one of its indexes; None when the node keeps no index."""
@@ -556,3 +552,77 @@ def _sweep(g, entries, out: dict) -> None:
         if cnt:
             for u, m in b.items():
                 out[u] = get(u, 0) + w * m
+
+
+class Virtual:
+    """ρ of the top join node p, derived on demand (see :meth:`TRep._find_virtual`).
+
+    Kept: ``counts`` — per group key k (the variables g and m share), Σ_t ρ_p(t) over k's
+    tuples, nonzero entries only; their sum is the view's count. Read: g's index ordered on
+    p's side of the inequality (the one m's updates probe) and m's index ordered on m's side
+    (the one g's updates probe). Deltas of p are built only for delta enumeration, whose
+    output they are proportional to."""
+
+    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key")
+
+    def __init__(self, trep: TRep, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
+        self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
+        self.counts: dict = {}
+        # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
+        # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
+        self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")
+
+    def finish(self) -> None:
+        self.g_groups = self.m.v_index.groups  # π_var(p) ρ_g, grouped by k, ordered on p's variable
+        self.m_groups = self.g.v_index.groups  # ρ_m, grouped by k, ordered on m's variable
+        self.p_key = self.g.v_key
+
+    def update(self, n: RNode, delta: dict, record: dict | None) -> bool:
+        """Apply child n's delta to the counts (and the root count). Returns True if the view
+        may have changed."""
+        counts = self.counts
+        dc = 0
+        pd = None
+        if n is self.g:
+            pd = n.up(delta)  # one p tuple per delta tuple, weighted by its range sum
+            key = self.p_key
+            for t, v in pd.items():
+                if not v:
+                    continue
+                k = key(t)
+                c = counts.get(k, 0) + v
+                if c:
+                    counts[k] = c
+                else:
+                    del counts[k]
+                dc += v
+        else:
+            groups = self.g_groups
+            key = n.v_key
+            bounds = n.v_bounds
+            for u, d in delta.items():
+                k = key(u)
+                grp = groups.get(k)
+                if grp is None:
+                    continue
+                w = grp.range_sum(*bounds(u)) if bounds is not None else grp.total
+                if not w:
+                    continue
+                w = d * w
+                c = counts.get(k, 0) + w
+                if c:
+                    counts[k] = c
+                else:
+                    del counts[k]
+                dc += w
+            if record is not None and self.p.in_n:
+                pd = n.up(delta)  # the fan-out, only to enumerate the change
+        trep = self.trep
+        if record is not None:
+            if self.p.in_n and pd is not None:
+                record[self.p.id] = pd
+            if dc or pd:
+                record[trep.root.id] = {(): dc} if dc else {}
+        if dc:
+            trep.count += dc
+        return bool(dc) or bool(pd)

@@ -13,7 +13,8 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
-from .leaves import LeafExtractor, bad_row, ordered_variable_kinds
+from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
+from .values import canonical_row
 from .trep import TRep
 
 Change = list[tuple[tuple, int]]
@@ -23,7 +24,8 @@ class View:
     """An incrementally maintained view. Build it with :func:`ivm_layer.compile_view`."""
 
     def __init__(self, plan: Plan, sql: str = "", shared_kinds: dict[str, str] | None = None,
-                 extra_ordered: Iterable[str] = (), weights: Mapping[int, Callable[[tuple], Any]] | None = None):
+                 extra_ordered: Iterable[str] = (), weights: Mapping[int, Callable[[tuple], Any]] | None = None,
+                 classes: VarClasses | None = None):
         # ``weights`` (atom index -> f(table row)) turns multiplicities into ring payloads: a
         # row of that atom enters its leaf with k·f(row) instead of k (aggregates, §7).
         self.sql = sql
@@ -34,19 +36,24 @@ class View:
         self._trep = TRep(plan)
         kinds, strict, temporal = ordered_variable_kinds(gcq)
         ordered = set(kinds) | set(extra_ordered)
-        self._kinds: dict[str, str] = shared_kinds if shared_kinds is not None else {}
-        for v, k in kinds.items():
-            if k:
-                self._kinds.setdefault(v, k)
+        # Compared variables share a kind (keyed by their class); a core shares the classes.
+        classes = classes if classes is not None else VarClasses()
+        classes.add_predicates(gcq)
+        self._kinds: dict = shared_kinds if shared_kinds is not None else {}
         self._core: View | None = None
         self._core_extractor: LeafExtractor | None = None
         if plan.core is not None:
             outer_vars = {v for p in gcq.predicates for v in p.vars}
-            self._core = View(plan.core, shared_kinds=self._kinds, extra_ordered=ordered | outer_vars)
+            self._core = View(plan.core, shared_kinds=self._kinds, extra_ordered=ordered | outer_vars,
+                              classes=classes)
+        for v, k in kinds.items():
+            if k:
+                self._kinds.setdefault(classes.find(v), k)
         self._extractors: dict[str, list[LeafExtractor]] = {}
         for i, atom in enumerate(gcq.atoms):
             leaf = self._trep.leaves[i]
-            ex = LeafExtractor(gcq, i, leaf.form, strict, leaf.node.filters, self._kinds, ordered, temporal)
+            ex = LeafExtractor(gcq, i, leaf.form, strict, leaf.node.filters, self._kinds, ordered, temporal,
+                               classes)
             if atom.relation == plan.core_relation:
                 self._core_extractor = ex
             else:
@@ -60,6 +67,7 @@ class View:
         self._distinct = gcq.distinct
         self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
+        self._membership = None  # built by the first contains()
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -81,7 +89,9 @@ class View:
         stats = (f"state: {st['base_rows']} base rows, {st['index_entries']} index entries"
                  + (f", core: {st['core_entries']} index entries" if self._core is not None else "")
                  + (f", {st['materialized_rows']} materialized rows" if self._materialized is not None else ""))
-        return "\n".join(head + [self.plan.explain(), stats])
+        notes = self._trep.cost_notes()
+        engine = ["engine:"] + [f"  {line}" for line in notes] if notes else []
+        return "\n".join(head + [self.plan.explain()] + engine + [stats])
 
     def stats(self) -> dict[str, int]:
         """What the view stores, in tuples (the memory accounting behind ``explain()``):
@@ -114,6 +124,42 @@ class View:
         if self._materialized is not None:
             return self._iter_materialized()
         return self._trep.enumerate()
+
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        """The rows of :meth:`rows` as lists of about ``size`` ready ``(row, multiplicity)``
+        pairs (the innermost loop of the enumeration runs at C speed). Updating the view while
+        this iterator is open makes its next step raise :class:`ConcurrentModificationError`."""
+        if self._materialized is not None:
+            items = ((row, 1) for row in self._materialized) if self._distinct else self._materialized.items()
+            return chunked_rows(items, size, self._trep)
+        return self._trep.enumerate_batches(size)
+
+    def contains(self, row: Iterable[Any]) -> int:
+        """The multiplicity of ``row`` in the view (0 if absent; 1 for a DISTINCT view's row).
+        O(1) for a free-connex view (one probe per node of N, 002 §3), a dict lookup for a
+        materialized result."""
+        if not isinstance(row, tuple):
+            if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+                raise IVMError(f"contains() takes a row tuple of {len(self.columns)} values, got {row!r}")
+            row = tuple(row)
+        if len(row) != len(self.columns):
+            raise IVMError(f"contains() takes a row of {len(self.columns)} values "
+                           f"({', '.join(self.columns)}), got {len(row)}")
+        row = canonical_row(row)
+        try:
+            hash(row)
+        except TypeError:
+            raise IVMError(f"row {row!r} has an unhashable value") from None
+        if self._materialized is not None:
+            k = self._materialized.get(row, 0)
+            return (1 if k else 0) if self._distinct else k
+        if not self._trep.out_vars:
+            return self._trep.count
+        if self._membership is None:
+            from .membership import Membership
+
+            self._membership = Membership(self._trep)
+        return self._membership.multiplicity(row)
 
     def _iter_materialized(self) -> Iterator[tuple[tuple, int]]:
         from ..errors import ConcurrentModificationError
@@ -163,6 +209,7 @@ class View:
             return False
         if len(row) != self._arity[table]:
             raise bad_row(table, row, self._arity[table])
+        row = canonical_row(row)
         try:
             have = store.get(row, 0)
         except TypeError:
@@ -176,10 +223,8 @@ class View:
         pending: dict[str, str] = {}
         leaf = []
         for ex in exs:
-            t = ex.tuple_of(row)
+            t = ex.leaf_tuple(row, pending)
             if t is not None:
-                if ex.ordered:
-                    ex.check_kinds(t, pending)
                 leaf.append((ex.atom, t))
         if pending:
             self._kinds.update(pending)
@@ -242,24 +287,37 @@ class View:
         return store
 
     def _validate(self, batch: Mapping) -> list[tuple[str, dict[tuple, int]]]:
-        """Consolidate and check a batch against the schema and the stored rows (no mutation)."""
-        if not isinstance(batch, dict) and not isinstance(batch, Mapping):
-            raise UpdateError("a batch is a mapping {table: [(row, k), …]}")
-        out: list[tuple[str, dict[tuple, int]]] = []
+        """Consolidate and check a batch against the schema and the stored rows (no mutation).
+
+        Spellings of one table (``"r"``, ``"R"``) are consolidated under one name before
+        deletes are checked; NaNs in rows become the engine's one SQL NaN."""
+        if not isinstance(batch, Mapping):
+            raise UpdateError("a batch is a mapping {table: [(row, k), …]}; no change was applied")
+        merged: dict[str, dict[tuple, int]] = {}
+        spelled: dict[str, Any] = {}
         for table, changes in batch.items():
             name = str(table).lower()
             arity = self._arity.get(name)
             if arity is None:
                 raise UpdateError(f"unknown table {table!r}; the schema has {', '.join(self._arity)}; "
                                   "no change was applied")
-            consolidated: dict[tuple, int] = {}
-            for item in changes:
+            if changes is None or isinstance(changes, (str, bytes, Mapping)) or not isinstance(changes, Iterable):
+                raise UpdateError(f"the changes of table {table!r} must be a list of (row, k) pairs, "
+                                  f"got {changes!r}; no change was applied")
+            spelled.setdefault(name, table)
+            consolidated = merged.setdefault(name, {})
+            try:
+                items = list(changes)
+            except Exception as e:  # noqa: BLE001 - any failure of a caller's iterable
+                raise UpdateError(f"reading the changes of table {table!r} failed ({type(e).__name__}: {e}); "
+                                  "no change was applied") from None
+            for item in items:
                 try:
                     row, k = item
                 except (TypeError, ValueError):
                     raise UpdateError(f"batch entries are (row, k) pairs, got {item!r}; no change was applied") from None
                 if not isinstance(row, tuple):
-                    if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
+                    if isinstance(row, (str, bytes, Mapping)) or not isinstance(row, Iterable):
                         raise bad_row(name, row, arity)
                     row = tuple(row)
                 if len(row) != arity:
@@ -267,16 +325,19 @@ class View:
                 if not isinstance(k, int) or isinstance(k, bool):
                     raise UpdateError(f"multiplicity {k!r} must be an int; no change was applied")
                 try:
+                    row = canonical_row(row)
                     consolidated[row] = consolidated.get(row, 0) + k
                 except TypeError:
                     raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
+        out: list[tuple[str, dict[tuple, int]]] = []
+        for name, consolidated in merged.items():
             store = self._store(name)
             if store is not None:
                 for row, k in consolidated.items():
                     if k < 0 and store.get(row, 0) + k < 0:
                         have = store.get(row, 0)
                         raise UpdateError(
-                            f"cannot delete {-k} cop{'y' if k == -1 else 'ies'} of {row!r} from {table!r}: "
+                            f"cannot delete {-k} cop{'y' if k == -1 else 'ies'} of {row!r} from {spelled[name]!r}: "
                             f"{'it is not present' if not have else f'only {have} present'}; no change was applied")
             out.append((name, {r: k for r, k in consolidated.items() if k}))
         return out
@@ -297,12 +358,15 @@ class View:
                 delta: dict[tuple, int] = {}
                 weight = self._weights.get(ex.atom) if self._weights else None
                 for row, k in changes.items():
-                    t = ex.tuple_of(row)
+                    t = ex.leaf_tuple(row, pending)
                     if t is None:
                         continue
-                    ex.check_kinds(t, pending)
                     if weight is not None:
-                        w = weight(row)
+                        try:
+                            w = weight(row)
+                        except (TypeError, ArithmeticError) as e:
+                            raise UpdateError(f"row {row!r} of {name!r}: an aggregate cannot compute its value "
+                                              f"({e}); no change was applied") from None
                         if not w:
                             continue
                         k = k * w
@@ -380,6 +444,26 @@ class Prepared:
         self.steps = steps
 
 
+def chunked_rows(items: Iterable, size: int, trep: Any) -> Iterator[list]:
+    """``items`` in lists of ``size``; raises if the view changes while the iterator is open
+    (``trep``: anything with a ``version`` that every update bumps)."""
+    from itertools import islice
+
+    from ..errors import ConcurrentModificationError
+
+    size = max(1, int(size))
+    it = iter(items)
+    v0 = trep.version
+    while True:
+        chunk = list(islice(it, size))
+        if not chunk:
+            return
+        yield chunk
+        if trep.version != v0:
+            raise ConcurrentModificationError(
+                "the view was updated while this enumeration was open; take list(view.rows()) first")
+
+
 def _merge(gmr: dict[tuple, int], changes: Iterable[tuple[tuple, int]]) -> None:
     """``gmr += changes``, dropping tuples whose multiplicity becomes zero."""
     for row, k in changes:
@@ -401,3 +485,12 @@ def _set_change(counts: dict[tuple, int], change: list[tuple[tuple, int]]) -> li
         elif before > 0 and after == 0:
             out.append((row, -1))
     return out
+
+
+def base_rows_of(views: Iterable[Any], table: str) -> Mapping[tuple, int]:
+    """``table``'s rows from the first of ``views`` that reads it (composite views)."""
+    name = str(table).lower()
+    for v in views:
+        if name in v.tables:
+            return v.base_rows(name)
+    raise UpdateError(f"unknown table {table!r}")

@@ -5,13 +5,15 @@ Spark does ingestion, batching, offsets, checkpoints and scale-out; the engine
 
 - :mod:`.config`      the daemon's settings (command line and TOML)
 - :mod:`.spark`       a SparkSession tuned for small machines
-- :mod:`.pgsource`    PostgreSQL pieces the source needs: publication, slot, snapshot, peeks
+- :mod:`.pgsource`    PostgreSQL pieces the source needs: catalog, view types, snapshot slices
+- :mod:`.changefeed`  the one reading of the change stream (replication connection, staged by LSN)
 - :mod:`.source`      the ``ivm-cdc`` Spark Python Data Source (offsets = LSNs)
 - :mod:`.state`       the engine state (base rows + views) and its checkpoint store
 - :mod:`.sinks`       idempotent per-batch-id sinks: PostgreSQL, DuckDB, Parquet, console
 - :mod:`.shards`      routing changes to shards (hash or grid) for ``--shards N``
 - :mod:`.runner`      the streaming query: one engine in the driver, or shards in state
 - :mod:`.status`      the status file a running daemon rewrites every batch
+- :mod:`.hygiene`     slots and publications of discarded checkpoints
 - :mod:`.cli`         ``ivm daemon``
 
 Importing this package does not import pyspark; the modules that need it import it lazily.

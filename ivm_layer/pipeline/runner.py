@@ -48,6 +48,12 @@ def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
     return {t: d for t, d in out.items() if d}
 
 
+def _lap(split: dict[str, float], name: str, t: float) -> float:
+    now = time.monotonic()
+    split[name] = round(now - t, 3)
+    return now
+
+
 def decode_frame(table) -> list[tuple]:
     """A pyarrow table of source rows → ``(lsn, seq, tbl, sign, row)`` tuples in stream order."""
     import pickle
@@ -87,26 +93,33 @@ class DriverEngine:
             log.info("batch %d: already applied (replay), skipped", batch_id)
             return
         try:
+            split: dict[str, float] = {}
+            t = time.monotonic()
             frame = df.select("lsn", "seq", "tbl", "sign", "row",
                               df["ts"].cast("double").alias("ts")).toArrow()
             ts = [t for t in frame.column("ts").to_pylist() if t is not None]
             rows = decode_frame(frame)
             changes = batch_changes(rows, self.state.base)
+            t = _lap(split, "read", t)
             out = self.state.apply(changes)
+            t = _lap(split, "engine", t)
             for s in self.sinks:
                 s.write(batch_id, out)
+            t = _lap(split, "sinks", t)
             self.store.append(batch_id, changes)
             self.last = batch_id
             if self.store.logs_since_snapshot() >= self.cfg.snapshot_every:
                 self.store.snapshot(batch_id, self.state)
+            _lap(split, "checkpoint", t)
         except BaseException as e:
             self.failed = e
             if self.status is not None:
                 self.status.set(state="failed", error=str(e))
             raise
-        self._report(batch_id, rows, out, ts, time.monotonic() - t0)
+        self._report(batch_id, rows, out, ts, time.monotonic() - t0, split)
 
-    def _report(self, batch_id: int, rows: list, out: dict, ts: list, seconds: float) -> None:
+    def _report(self, batch_id: int, rows: list, out: dict, ts: list, seconds: float,
+                split: dict[str, float]) -> None:
         from .pgsource import lsn_text
 
         lsn = max((r[0] for r in rows), default=None)
@@ -115,9 +128,13 @@ class DriverEngine:
         fields = {"batch_id": batch_id, "rows_in": len(rows), "changes_out": n_out, "lsn": lsn,
                   "lsn_text": lsn_text(lsn) if lsn is not None else None,
                   "seconds_behind": behind, "seconds": seconds,
-                  "view_rows": {name: len(v) for name, v in self.state.views.items()}}
-        log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s",
-                    batch_id, len(rows), n_out, fields["lsn_text"], behind, seconds)
+                  "view_rows": {name: len(v) for name, v in self.state.views.items()},
+                  "rebuilds": {n: k for n, k in self.state.rebuilds.items() if k}}
+        fields["changes_per_s"] = round(len(rows) / seconds) if seconds > 0 else None
+        fields["split"] = split
+        log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
+                    "%s changes/s (%s)", batch_id, len(rows), n_out, fields["lsn_text"], behind, seconds,
+                    fields["changes_per_s"], ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
         if self.status is not None:
             self.status.batch(**fields)
 
@@ -153,9 +170,104 @@ def prepare_source(cfg: DaemonConfig, defs: list[ViewDef]) -> dict:
             log.warning("setting REPLICA IDENTITY FULL on %s (--set-replica-identity)", t)
             set_replica_identity_full(conn, t)
         ensure_publication(conn, cfg.publication, tables)
+        from .hygiene import clean_orphans, mark_publication
+
+        mark_publication(conn, cfg.publication, cfg.checkpoint)
+        clean_orphans(conn, cfg.publication)
     finally:
         conn.close()
     return schema
+
+
+def process_age() -> float | None:
+    """Seconds since this process started (Linux), i.e. interpreter start and imports
+    before :func:`run` was entered."""
+    try:
+        with open("/proc/self/stat") as f:
+            start_ticks = int(f.read().rsplit(")", 1)[1].split()[19])
+        with open("/proc/uptime") as f:
+            uptime = float(f.read().split()[0])
+        return max(0.0, uptime - start_ticks / os.sysconf("SC_CLK_TCK"))
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+class Phases:
+    """Wall-clock seconds of the start-up phases (for the log and ``--status``)."""
+
+    def __init__(self, t0: float):
+        self.t = t0
+        self.data: dict[str, float] = {}
+        age = process_age()
+        if age is not None:
+            self.data["process_start_and_imports"] = round(age - (time.monotonic() - t0), 3)
+
+    def mark(self, name: str) -> None:
+        now = time.monotonic()
+        self.data[name] = round(now - self.t, 3)
+        self.t = now
+
+    def report(self, **extra: float | None) -> dict[str, float]:
+        return self.data | {k: round(v, 3) for k, v in extra.items() if v is not None}
+
+
+def warm_worker_imports() -> None:
+    import importlib
+
+    for mod in ("pyarrow", "pyspark.sql.streaming.python_streaming_source_runner",
+                "pyspark.sql.worker.plan_data_source_read", "pyspark.worker", "pandas"):
+        try:
+            importlib.import_module(mod)
+        except Exception:  # noqa: BLE001,S112 - only a cache warm-up
+            continue
+
+
+def warm_python_workers(spark) -> None:
+    """A one-row Python job: Spark starts its Python worker pool for it."""
+    try:
+        spark.range(1).mapInArrow(lambda batches: batches, "id long").collect()
+    except Exception:  # noqa: BLE001,S110 - only a warm-up; the query reports real failures
+        pass
+
+
+def worker_start_failure(e: BaseException) -> bool:
+    """Spark could not start a Python worker in time (a transient start-up failure on a loaded
+    machine: the worker must connect back within a fixed 10 s)."""
+    text = str(e)
+    return "failed to connect back" in text or "waiting for the Python worker to connect back" in text
+
+
+class SessionStarter:
+    """Build the SparkSession (JVM start, the longest part of a cold start) on a thread."""
+
+    def __init__(self, cfg: DaemonConfig):
+        import threading
+
+        self.cfg, self.spark, self.error, self.seconds = cfg, None, None, None
+        self.thread = threading.Thread(target=self._build, name="ivm-spark-session", daemon=True)
+        self.thread.start()
+
+    def _build(self) -> None:
+        from .spark import build_session
+
+        t0 = time.monotonic()
+        try:
+            self.spark = build_session(self.cfg.master, app_name=f"ivm-daemon-{self.cfg.name}",
+                                       shuffle_partitions=self.cfg.shuffle_partitions or self.cfg.shards,
+                                       log_level=self.cfg.log_level)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the main thread by get()
+            self.error = e
+        self.seconds = time.monotonic() - t0
+        # what the first Python workers import, loaded once here (on this thread: concurrent
+        # imports of pyspark race) before any worker starts: the OS has the files cached, so a
+        # worker connects back to the JVM within Spark's fixed 10 s
+        warm_worker_imports()
+
+    def get(self):
+        self.thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.spark
 
 
 def run(cfg: DaemonConfig) -> int:
@@ -172,24 +284,36 @@ def run(cfg: DaemonConfig) -> int:
             and not os.path.isdir(os.path.join(spark_ckpt, "offsets")):
         raise IVMError(f"the checkpoint {cfg.checkpoint} holds engine state but no Spark offsets; "
                        "it is damaged: use a new --checkpoint")
+    # every connection of the daemon (driver, source reader, executors) is named for it, so
+    # pg_stat_activity shows what it runs and that a stopped daemon left nothing behind
+    os.environ["PGAPPNAME"] = f"ivm daemon {cfg.name}"[:63]
+    phases = Phases(t_start)
+    # the JVM starts in the background while the driver reads the catalog and recovers the engine
+    session = SessionStarter(cfg)
     schema = prepare_source(cfg, defs)
+    phases.mark("source_catalog_and_publication")
     status = StatusFile(cfg.checkpoint, cfg.name, cfg.master, cfg.shards)
-    from .spark import build_session
-
-    spark = build_session(cfg.master, app_name=f"ivm-daemon-{cfg.name}",
-                          shuffle_partitions=cfg.shuffle_partitions or cfg.shards, log_level=cfg.log_level)
     sinks = [open_sink(s, cfg.source, cfg.name) for s in cfg.sinks]
+    engine = None
+    if cfg.shards == 1:
+        engine = DriverEngine(cfg, defs, schema, sinks, status)
+        phases.mark("engine_recovery_and_sinks")
+        if engine.last >= 0:
+            log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
+    spark = session.get()
+    phases.mark("spark_session_wait")
+    import threading
+
+    # the executors' Python worker pool starts while the query starts (not in the first batch)
+    threading.Thread(target=warm_python_workers, args=(spark,), name="ivm-warm-workers", daemon=True).start()
     tables = sorted({t for d in defs for t in d.tables})
     reader = (spark.readStream.format("ivm-cdc")
               .option("url", cfg.source).option("slot", cfg.slot).option("publication", cfg.publication)
               .option("tables", ",".join(tables)).option("maxChangesPerBatch", str(cfg.max_changes_per_batch))
               .option("snapshotPartitionRows", str(cfg.snapshot_partition_rows))
-              .option("statePath", engine_dir))
+              .option("statePath", engine_dir).option("sparkCheckpoint", spark_ckpt))
     df = reader.load()
-    if cfg.shards == 1:
-        engine = DriverEngine(cfg, defs, schema, sinks, status)
-        if engine.last >= 0:
-            log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
+    if engine is not None:
         writer = df.writeStream.foreachBatch(engine)
     else:
         from .shards import sharded_writer
@@ -199,9 +323,12 @@ def run(cfg: DaemonConfig) -> int:
     secs = cfg.trigger_seconds
     writer = writer.trigger(availableNow=True) if secs is None else writer.trigger(processingTime=f"{secs} seconds")
     query = writer.start()
-    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3))
-    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s)", cfg.name,
-                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks))
+    phases.mark("query_start")
+    startup = phases.report(spark_session_build=session.seconds)
+    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3), startup=startup)
+    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s; %s)", cfg.name,
+                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks),
+                ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
 
     stop_requested: list[int] = []
 
@@ -210,10 +337,22 @@ def run(cfg: DaemonConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    restarts = 0
     try:
         while not stop_requested:
-            if query.awaitTermination(1):
-                break
+            try:
+                if query.awaitTermination(1):
+                    break
+            except Exception as e:
+                # the checkpoint makes a restart exact; the engine was not touched (it fails
+                # for good on its own errors)
+                if not worker_start_failure(e) or restarts >= 3 or (engine is not None and engine.failed):
+                    raise
+                restarts += 1
+                log.warning("Spark could not start a Python worker (%s); restarting the query (%d/3)",
+                            str(e).splitlines()[0][:200], restarts)
+                query = writer.start()
+                continue
         if stop_requested:
             log.warning("stopping (signal %d): finishing the running batch", stop_requested[0])
             query.stop()

@@ -295,17 +295,18 @@ class ShardSinkWriter:
         for s in self.sinks:
             s.write(batch_id, changes)
         n_out = sum(len(c) for c in changes.values())
+        secs = time.monotonic() - t0
         behind = round(max(0.0, time.time() - ts), 3) if ts else 0.0
         import logging
 
         logging.getLogger("ivm.daemon").warning(
-            "batch %d: %d routed rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s",
-            batch_id, rows_in, n_out, lsn_text(lsn) if lsn is not None else None, behind,
-            time.monotonic() - t0)
+            "batch %d: %d routed rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
+            "%s changes/s", batch_id, rows_in, n_out, lsn_text(lsn) if lsn is not None else None, behind,
+            secs, round(rows_in / secs) if secs > 0 else None)
         if self.status is not None:
             self.status.batch(batch_id=batch_id, rows_in=rows_in, changes_out=n_out, lsn=lsn,
                               lsn_text=lsn_text(lsn) if lsn is not None else None,
-                              seconds_behind=behind, seconds=time.monotonic() - t0)
+                              seconds_behind=behind, seconds=secs)
 
 
 def sharded_writer(spark, df, cfg, defs: list[ViewDef], pg_schema: dict, sinks, status):

@@ -9,7 +9,10 @@ per distinct view row with its multiplicity::
 ivm_count)``). A batch is merged with ``INSERT … ON CONFLICT (ivm_key) DO UPDATE`` and
 rows whose count drops to zero are deleted, all in one transaction together with the
 bookkeeping row ``ivm_daemon_batches(daemon, batch_id)``: a batch id at or below the
-recorded one is skipped, so a replayed batch is never applied twice.
+recorded one is skipped, so a replayed batch is never applied twice. The merge is
+O(changes) whatever the statistics say: the upsert probes the primary key once per changed
+row and returns only the keys whose count dropped to zero (or below: someone else changed the
+table, an error), which are then deleted by key — no join, no scan of the sink table.
 
 - ``source`` / ``postgresql://…``: a PostgreSQL database
 - ``duckdb:FILE``: a DuckDB database file
@@ -32,6 +35,8 @@ from ..errors import IVMError
 #: ``{view: (columns, sql_types)}``
 Layouts = dict[str, tuple[list[str], list[str]]]
 BOOKKEEPING = "ivm_daemon_batches"
+#: how long a PostgreSQL sink keeps reconnecting to write a batch (a server restart)
+RETRY_SECONDS = 120.0
 
 
 class SinkError(IVMError):
@@ -121,6 +126,28 @@ class PostgresSink(Sink):
                 conn.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = %s", [self.daemon])
 
     def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+        """Write one batch in one transaction. A broken connection (a server restart) is
+        reopened and the batch written again: the transaction either did not commit, or it
+        did and its batch id is recorded, so the retry skips it."""
+        import time
+
+        import psycopg
+
+        from connectors.postgres import PostgresError
+
+        deadline = time.monotonic() + RETRY_SECONDS
+        while True:
+            try:
+                return self._write(batch_id, changes)
+            except (psycopg.OperationalError, PostgresError) as e:
+                if isinstance(e, psycopg.errors.QueryCanceled) or time.monotonic() > deadline:
+                    raise SinkError(f"cannot write batch {batch_id} to {self.label}: {e}") from e
+                if self.conn is not None:
+                    self.conn.close()
+                    self.conn = None
+                time.sleep(1.0)
+
+    def _write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
         conn = self._connect()
         with conn.transaction():
             r = conn.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = %s FOR UPDATE",
@@ -144,17 +171,25 @@ class PostgresSink(Sink):
         with conn.cursor().copy(f"COPY {qi(stage)} ({', '.join(all_cols)}) FROM STDIN") as cp:
             for row, k in change:
                 cp.write_row((*row, k, row_key(row)))
+        # one pass over the stage, each row probing the primary key (no join for the planner
+        # to get wrong from stale statistics); only the keys whose count dropped come back
         upd = "ivm_count = t.ivm_count + EXCLUDED.ivm_count"
-        conn.execute(f"INSERT INTO {qi(view)} AS t ({', '.join(all_cols)}) "
-                     f"SELECT {', '.join(all_cols)} FROM {qi(stage)} "
-                     f"ON CONFLICT (ivm_key) DO UPDATE SET {upd}")
-        conn.execute(f"DELETE FROM {qi(view)} t USING {qi(stage)} s "
-                     "WHERE t.ivm_key = s.ivm_key AND s.ivm_count < 0 AND t.ivm_count <= 0")
-        bad = conn.execute(f"SELECT count(*) FROM {qi(view)} WHERE ivm_count < 0").fetchone()[0]
+        dropped = conn.execute(
+            f"WITH up AS (INSERT INTO {qi(view)} AS t ({', '.join(all_cols)}) "
+            f"SELECT {', '.join(all_cols)} FROM {qi(stage)} "
+            f"ON CONFLICT (ivm_key) DO UPDATE SET {upd} RETURNING t.ivm_key, t.ivm_count) "
+            "SELECT ivm_key, ivm_count FROM up WHERE ivm_count <= 0").fetchall()
+        self._drop_keys(conn, view, dropped)
+
+    def _drop_keys(self, conn, view: str, dropped: list[tuple[str, int]]) -> None:
+        bad = sum(1 for _, n in dropped if n < 0)
         if bad:
-            raise SinkError(f"table {view!r} in {self.label} holds {bad} row(s) with a negative "
+            raise SinkError(f"table {view!r} in {self.label} would hold {bad} row(s) with a negative "
                             "count: it was changed by someone else; drop it and restart the daemon "
                             "with a new --checkpoint")
+        if dropped:  # primary-key lookups
+            conn.execute(f"DELETE FROM {qi(view)} WHERE ivm_key = ANY(%s) AND ivm_count = 0",
+                         [[k for k, _ in dropped]])
 
     def close(self) -> None:
         if self.conn is not None:
@@ -224,11 +259,12 @@ class DuckDBSink(Sink):
                 names = [qi(x) for x in cols] + ["ivm_count", "ivm_key"]
                 src = [f"c{i}" for i in range(len(cols))] + ["ivm_count", "ivm_key"]
                 c.register("ivm_stage", stage)
-                c.execute(f"INSERT INTO {qi(view)} ({', '.join(names)}) SELECT {', '.join(src)} FROM ivm_stage "
-                          f"ON CONFLICT (ivm_key) DO UPDATE SET ivm_count = ivm_count + EXCLUDED.ivm_count").fetchall()
-                c.execute(f"DELETE FROM {qi(view)} WHERE ivm_count = 0 AND ivm_key IN "
-                          "(SELECT ivm_key FROM ivm_stage WHERE ivm_count < 0)").fetchall()
+                dropped = c.execute(
+                    f"INSERT INTO {qi(view)} ({', '.join(names)}) SELECT {', '.join(src)} FROM ivm_stage "
+                    "ON CONFLICT (ivm_key) DO UPDATE SET ivm_count = ivm_count + EXCLUDED.ivm_count "
+                    "RETURNING ivm_key, ivm_count").fetchall()
                 c.unregister("ivm_stage")
+                self._drop_keys(view, [(k, n) for k, n in dropped if n <= 0])
             c.execute(f"INSERT INTO {BOOKKEEPING} VALUES (?, ?) ON CONFLICT (daemon) DO UPDATE "
                       "SET batch_id = EXCLUDED.batch_id", [self.daemon, batch_id]).fetchall()
             c.execute("COMMIT").fetchall()
@@ -236,6 +272,20 @@ class DuckDBSink(Sink):
         except Exception:
             c.execute("ROLLBACK").fetchall()
             raise
+
+    def _drop_keys(self, view: str, dropped: list[tuple[str, int]]) -> None:
+        bad = sum(1 for _, n in dropped if n < 0)
+        if bad:
+            raise SinkError(f"table {view!r} in {self.label} would hold {bad} row(s) with a negative "
+                            "count: it was changed by someone else; drop it and restart the daemon "
+                            "with a new --checkpoint")
+        keys = [k for k, _ in dropped]
+        for i in range(0, len(keys), 500):  # a literal key list is an index lookup in DuckDB
+            lits = ", ".join(f"'{k}'" for k in keys[i:i + 500] if re.fullmatch(r"[0-9a-f]+", k))
+            if not lits:
+                continue
+            c = self.conn
+            c.execute(f"DELETE FROM {qi(view)} WHERE ivm_count = 0 AND ivm_key IN ({lits})").fetchall()
 
     def close(self) -> None:
         if self.conn is not None:

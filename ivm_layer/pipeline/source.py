@@ -3,11 +3,14 @@
 Offsets are ``{"lsn": n}``: the end LSN of the last transaction of the batch (``-1`` before
 the initial snapshot). The first batch is the initial snapshot: the reader creates the
 logical slot on a replication connection with ``(SNAPSHOT 'export')`` and keeps that
-connection open and idle until the batch is committed, while Spark partitions read slices
-of every table with COPY under the exported snapshot. Later batches are LSN ranges read by
-peeking the slot (:mod:`.pgsource`), so a replayed batch reads exactly the same
-transactions; the slot is advanced in :meth:`CdcStreamReader.commit`, which Spark calls
-after it recorded the batch as complete (after the sinks of ``foreachBatch`` returned).
+connection open and idle until the batch ran, while Spark partitions read slices of every
+table with COPY under the exported snapshot. Then that same connection streams the slot
+(``START_REPLICATION``): a :class:`.changefeed.ChangeFeed` thread in the reader's process
+decodes each message once and stages committed transactions by end LSN. Later batches are
+LSN ranges of staged transactions, carried to the executors inside the partitions (no
+executor connects to PostgreSQL); the slot is confirmed up to what Spark recorded as complete
+(after the sinks of ``foreachBatch`` returned), so a replayed batch reads exactly the same
+transactions, sent again by the server.
 
 Rows: ``lsn`` (end LSN of the transaction; the consistent point for snapshot rows),
 ``seq`` (order inside the transaction), ``ts`` (commit time, NULL for snapshot rows),
@@ -17,7 +20,10 @@ tuple, pickled: the engine gets exactly the decoder's Python values).
 Options: ``url``, ``publication``, ``slot``, ``tables`` (comma-separated),
 ``maxChangesPerBatch`` (a ``ReadMaxRows`` default limit; a transaction is never split),
 ``snapshotPartitionRows``, ``statePath`` (the engine's checkpoint directory: used to tell
-whether a replayed snapshot batch was already applied).
+whether a replayed snapshot batch was already applied), ``sparkCheckpoint`` (Spark's
+checkpoint directory: its commit log tells the feed what it may confirm), ``maxStagedChanges``
+(default: 3 × ``maxChangesPerBatch``, at least 100,000), ``partitionChanges`` (row changes per
+Spark partition of a change batch, default 50,000).
 """
 
 from __future__ import annotations
@@ -44,9 +50,18 @@ class SnapshotSlice(InputPartition):
         self.snapshot, self.lsn = snapshot, lsn
 
 
-class ChangeRange(InputPartition):
-    def __init__(self, start: int, end: int):
-        self.start, self.end = start, end
+class ChangeBatch(InputPartition):
+    """Staged transactions ``(end_lsn, commit_time, truncated, changes)`` of one LSN range."""
+
+    def __init__(self, txns: list[tuple]):
+        self.txns = txns
+
+
+def arrow_schema():
+    import pyarrow as pa
+
+    return pa.schema([("lsn", pa.int64()), ("seq", pa.int32()), ("ts", pa.timestamp("us", tz="UTC")),
+                      ("tbl", pa.string()), ("sign", pa.int32()), ("row", pa.binary())])
 
 
 class CdcDataSource(DataSource):
@@ -80,6 +95,10 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_changes = int(options.get("maxchangesperbatch", 0)) or None
         self.slice_rows = int(options.get("snapshotpartitionrows", 200_000))
         self.state_path = options.get("statepath")
+        self.spark_checkpoint = options.get("sparkcheckpoint")
+        self.max_staged = int(options.get("maxstagedchanges", 0)) or max(100_000, 3 * (self.max_changes or 0))
+        self.partition_changes = int(options.get("partitionchanges", 50_000))
+        self.feed = None            # ChangeFeed once the stream is read
         self._export = None          # (ReplicationStream, SlotInfo) while the snapshot is read
         self._until: int | None = None   # Trigger.AvailableNow: the WAL position at the start
         self._columns: dict | None = None
@@ -92,40 +111,45 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return ReadMaxRows(self.max_changes) if self.max_changes else ReadAllAvailable()
 
     def prepareForTriggerAvailableNow(self) -> None:
-        from connectors.postgres import connect, current_wal_lsn
+        """Catch up with everything committed before now: the WAL *insert* position, which is
+        past the end of every committed transaction (the write position may not be yet, with
+        ``synchronous_commit = off``)."""
+        from connectors.pgoutput import parse_lsn
+        from connectors.postgres import connect
 
         conn = connect(self.url)
         try:
-            self._until = current_wal_lsn(conn)
+            self._until = parse_lsn(conn.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
         finally:
             conn.close()
 
     def latestOffset(self, start: dict, limit: ReadLimit) -> dict:
-        from connectors.postgres import connect
-
         lsn = int(start["lsn"])
         if lsn < 0:
             return {"lsn": self._create_slot()}
+        feed = self._ensure_feed(lsn)
+        if self._until is not None:  # Trigger.AvailableNow: wait until the stream reached it
+            feed.wait_position(self._until, 120.0, until_full=True)
         max_rows = limit.max_rows if isinstance(limit, ReadMaxRows) else None
-        from .pgsource import scan_commits
+        end, total = lsn, 0
+        for txn_end, n in feed.staged(lsn, self._until):
+            if max_rows is not None and total and total + n > max_rows:
+                break
+            end, total = txn_end, total + n
+        return {"lsn": end}
 
-        conn = connect(self.url)
-        try:
-            bound = None if max_rows is None else 4 * max_rows + 10_000
-            while True:
-                txns, scanned = scan_commits(conn, self.slot, self.publication, self._until, bound)
-                end, total = lsn, 0
-                for t in txns:
-                    if t.end_lsn <= lsn:
-                        continue
-                    if max_rows is not None and total and total + t.n_changes > max_rows:
-                        return {"lsn": end}
-                    end, total = t.end_lsn, total + t.n_changes
-                if bound is None or scanned < bound:
-                    return {"lsn": end}
-                bound *= 4  # the peek stopped at the bound before reaching the limit: look further
-        finally:
-            conn.close()
+    def _ensure_feed(self, lsn: int):
+        """The change feed, started at ``lsn`` on the snapshot's connection (after the snapshot
+        batch ran in this process) or on a new one."""
+        from .changefeed import ChangeFeed
+
+        if self.feed is None:
+            rs = None
+            if self._export is not None and lsn >= self._export[1].consistent_lsn:
+                rs, self._export = self._export[0], None
+            self.feed = ChangeFeed(self.url, self.slot, self.publication, lsn, self.max_staged, rs=rs,
+                                    spark_checkpoint=self.spark_checkpoint)
+        return self.feed
 
     def _create_slot(self) -> int:
         """Create the slot with an exported snapshot (dropping a leftover one: nothing was
@@ -155,7 +179,7 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
         s, e = int(start["lsn"]), int(end["lsn"])
         if s >= 0:
-            return [ChangeRange(s, e)] if e > s else []
+            return self._change_partitions(s, e) if e > s else []
         # the initial snapshot batch
         if self._export is None:
             # a replay after a restart: the exported snapshot died with the old process
@@ -174,9 +198,23 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                 parts.append(SnapshotSlice(t, cols, lo, hi, snapshot, lsn))
         return parts
 
+    def _change_partitions(self, s: int, e: int) -> list[InputPartition]:
+        parts: list[InputPartition] = []
+        cur: list[tuple] = []
+        n = 0
+        for t in self._ensure_feed(s).take(s, e):
+            cur.append((t.end_lsn, t.commit_time, t.truncated, t.changes))
+            n += t.n_changes
+            if n >= self.partition_changes:
+                parts.append(ChangeBatch(cur))
+                cur, n = [], 0
+        if cur:
+            parts.append(ChangeBatch(cur))
+        return parts
+
     # -- reading (in executors) ---------------------------------------------------------
     def read(self, partition: InputPartition) -> Iterator[tuple]:
-        from .pgsource import copy_slice, read_transactions
+        from .pgsource import copy_slice
 
         dumps = pickle.dumps
         proto = pickle.HIGHEST_PROTOCOL
@@ -185,35 +223,57 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                                partition.columns, partition.lo, partition.hi)):
                 yield (partition.lsn, i, None, partition.table, 1, dumps(row, proto))
             return
-        for txn in read_transactions(self.url, self.slot, self.publication, partition.start, partition.end):
-            ts = txn.commit_time  # tz-aware UTC: converted to Spark's epoch-based TIMESTAMP exactly
-            seq = 0
-            for table in txn.truncated:
-                yield (txn.end_lsn, seq, ts, table, 0, None)
-                seq += 1
-            for table, rows in txn.changes.items():
-                for row, k in rows:
-                    yield (txn.end_lsn, seq, ts, table, k, dumps(row, proto))
-                    seq += 1
+        yield from change_batches(partition.txns)
 
     # -- acknowledgement ----------------------------------------------------------------
     def commit(self, end: dict) -> None:
-        """Spark recorded every batch up to ``end`` as complete: advance the slot; after the
-        snapshot batch, release the exporting replication connection."""
-        from .pgsource import advance_slot
-
+        """Spark recorded every batch up to ``end`` as complete: confirm it to the server."""
         lsn = int(end["lsn"])
         if lsn < 0:
             return
-        if self._export is not None and lsn >= self._export[1].consistent_lsn:
-            self._export[0].close()
-            self._export = None
-        advance_slot(self.url, self.slot, lsn)
+        if self.feed is not None:
+            self.feed.commit(lsn)
+        elif self._export is None or lsn >= self._export[1].consistent_lsn:
+            self._ensure_feed(lsn)  # the snapshot batch is done: stream from its end
 
     def stop(self) -> None:
+        """Close the replication connection: nothing of the daemon keeps running on the server."""
+        if self.feed is not None:
+            self.feed.close()
+            self.feed = None
         if self._export is not None:
             self._export[0].close()
             self._export = None
+
+
+def change_batches(txns: list[tuple], rows_per_batch: int = 20_000):
+    """Arrow record batches of source rows for staged transactions (TRUNCATEs of a
+    transaction first, then its changes, in order)."""
+    import pyarrow as pa
+
+    schema = arrow_schema()
+    dumps, proto = pickle.dumps, pickle.HIGHEST_PROTOCOL
+    cols: tuple[list, ...] = ([], [], [], [], [], [])
+    lsn_c, seq_c, ts_c, tbl_c, sign_c, row_c = cols
+    for end_lsn, ts, truncated, changes in txns:
+        seq = 0
+        for table in truncated:
+            lsn_c.append(end_lsn), seq_c.append(seq), ts_c.append(ts)
+            tbl_c.append(table), sign_c.append(0), row_c.append(None)
+            seq += 1
+        for table, rows in changes.items():
+            for row, k in rows:
+                lsn_c.append(end_lsn), seq_c.append(seq), ts_c.append(ts)
+                tbl_c.append(table), sign_c.append(k), row_c.append(dumps(row, proto))
+                seq += 1
+        if len(lsn_c) >= rows_per_batch:
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)],
+                                             schema=schema)
+            for c in cols:
+                c.clear()
+    if lsn_c:
+        yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, schema)],
+                                         schema=schema)
 
 
 def register(spark) -> None:

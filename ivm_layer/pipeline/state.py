@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import logging
 import os
 import pickle
 from collections.abc import Iterable, Mapping
@@ -27,6 +28,8 @@ from ..compile import compile_view
 from ..engine.view import Change, View
 from ..errors import IVMError, UpdateError
 from ..sql.statements import CreateIncrementalView, classify, split_statements
+
+log = logging.getLogger("ivm_layer.pipeline")
 
 #: ``{table: {row: k}}`` — a consolidated batch of changes
 Changes = dict[str, dict[tuple, int]]
@@ -45,6 +48,8 @@ class ViewDef:
     tables: list[str] = field(default_factory=list)
     #: the source database's SQL types of the view's columns (filled by ``prepare_source``)
     types: list[str] | None = None
+    #: ``WITH (static = '…')``: tables the view treats as static (paper 003)
+    static: list[str] = field(default_factory=list)
 
 
 def parse_views(text: str) -> list[ViewDef]:
@@ -59,7 +64,8 @@ def parse_views(text: str) -> list[ViewDef]:
         name = stmt.name.lower()
         if any(v.name == name for v in out):
             raise IVMError(f"view {name!r} is defined twice in the views file")
-        out.append(ViewDef(name, stmt.select_sql, stmt.materialized, [t.lower() for t in stmt.tables]))
+        out.append(ViewDef(name, stmt.select_sql, stmt.materialized, [t.lower() for t in stmt.tables],
+                           static=list(stmt.static)))
     if not out:
         raise IVMError("the views file defines no CREATE INCREMENTAL VIEW")
     return out
@@ -67,14 +73,16 @@ def parse_views(text: str) -> list[ViewDef]:
 
 def compile_defs(defs: Iterable[ViewDef], schema: Mapping[str, Mapping[str, str]]) -> dict[str, View]:
     """Compile every view against ``schema`` (``{table: {column: type}}``, PostgreSQL types)."""
-    views = {}
-    for d in defs:
-        try:
-            views[d.name] = compile_view(d.select_sql, {t: dict(c) for t, c in schema.items()},
-                                         dialect="postgres")
-        except IVMError as e:
-            raise type(e)(f"view {d.name}: {e}") from None
-    return views
+    return {d.name: compile_def(d, schema) for d in defs}
+
+
+def compile_def(d: ViewDef, schema: Mapping[str, Mapping[str, str]]) -> View:
+    """Compile one view (with its static tables, if it declares any)."""
+    try:
+        return compile_view(d.select_sql, {t: dict(c) for t, c in schema.items()}, dialect="postgres",
+                            **({"static": tuple(d.static)} if d.static else {}))
+    except IVMError as e:
+        raise type(e)(f"view {d.name}: {e}") from None
 
 
 def consolidate(items: Iterable[tuple[str, tuple, int]]) -> Changes:
@@ -98,6 +106,7 @@ class EngineState:
         self.schema = {t: dict(c) for t, c in schema.items()}
         self.views = compile_defs(self.defs, self.schema)
         self.base: dict[str, dict[tuple, int]] = {t: {} for t in self.tables}
+        self.rebuilds: dict[str, int] = {d.name: 0 for d in self.defs}
 
     @property
     def tables(self) -> list[str]:
@@ -119,11 +128,18 @@ class EngineState:
                     raise UpdateError(f"the change stream deletes {row!r} from {table!r}, which the "
                                       "daemon's state does not hold: the checkpoint and the source "
                                       "disagree (was the slot advanced by someone else?)")
-        out: dict[str, Change] = {}
-        for name, view in self.views.items():
+        static = {d.name: set(d.static) for d in self.defs}
+        prepared, rebuild = [], []
+        for name, view in self.views.items():   # every view validates before any changes
             batch = {t: list(changes[t].items()) for t in view.tables if t in changes}
-            if batch:
-                out[name] = view.diff(batch)
+            if batch and static[name] & batch.keys():
+                fresh = not any(self.base.get(t) for t in view.tables)   # the first load: no rebuild
+                rebuild.append((name, not fresh))
+            elif batch:
+                prepared.append((name, view.prepare(batch)))
+        out: dict[str, Change] = {}
+        for name, p in prepared:
+            out[name] = self.views[name].commit(p, want_change=True)
         for table, rows in changes.items():
             store = self.base[table]
             for row, k in rows.items():
@@ -132,21 +148,54 @@ class EngineState:
                     store[row] = n
                 else:
                     del store[row]
+        for name, counted in rebuild:
+            out[name] = self._rebuild(name, counted)
         return out
+
+    def _rebuild(self, name: str, counted: bool = True) -> Change:
+        """A static table of view ``name`` changed: compile it again and load it from the base
+        rows (static tables first), O(N); returns the change of its rows."""
+        d = next(d for d in self.defs if d.name == name)
+        old = dict(self.views[name].rows())
+        view = compile_def(d, self.schema)
+        for t in sorted(view.tables, key=lambda t: t not in d.static):
+            if self.base.get(t):
+                view.apply({t: list(self.base[t].items())})
+        self.views[name] = view
+        if counted:
+            self.rebuilds[name] += 1
+            log.info("view %s rebuilt: a static table changed (rebuild %d)", name, self.rebuilds[name])
+        new = dict(view.rows())
+        change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
+        change += [(r, -k) for r, k in old.items() if r not in new]
+        return change
 
     def dump(self) -> bytes:
         return pickle.dumps(self.base, protocol=pickle.HIGHEST_PROTOCOL)
 
     def load(self, data: bytes) -> None:
-        """Replace an empty state by a snapshot's base rows (one batch per view)."""
+        """Replace an empty state by a snapshot's base rows (one batch per view; static tables
+        first, so that no load counts as a write to a static table)."""
         base = pickle.loads(data)
         if any(self.base.values()):
             raise StateError("load() needs an empty state")
-        self.apply({t: rows for t, rows in base.items() if t in self.base and rows})
+        statics = {t for d in self.defs for t in d.static}
+        for first in (True, False):
+            part = {t: rows for t, rows in base.items() if t in self.base and rows and (t in statics) == first}
+            if part:
+                self._load_rows(part)
+
+    def _load_rows(self, changes: Changes) -> None:
+        for name, view in self.views.items():
+            batch = {t: list(changes[t].items()) for t in view.tables if t in changes}
+            if batch:
+                view.apply(batch)
+        for table, rows in changes.items():
+            self.base[table].update(rows)
 
 
 def views_fingerprint(defs: list[ViewDef]) -> str:
-    text = json.dumps([[d.name, d.select_sql] for d in defs])
+    text = json.dumps([[d.name, d.select_sql] + ([sorted(d.static)] if d.static else []) for d in defs])
     return hashlib.sha256(text.encode()).hexdigest()
 
 
@@ -165,13 +214,27 @@ def write_atomic(path: str, data: bytes) -> None:
         os.close(dfd)
 
 
+def check_private(path: str) -> None:
+    """The state files are pickles, which run code when loaded: refuse a directory (or files
+    in it) that another user owns or that others may write."""
+    import stat
+
+    for p in [path] + [os.path.join(path, n) for n in os.listdir(path)]:
+        st = os.lstat(p)
+        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or stat.S_ISLNK(st.st_mode):
+            raise StateError(f"refusing to load the engine state from {p}: it is owned by another user "
+                             f"or writable by others (run: chmod -R go-w {path}, and check who "
+                             "changed it)")
+
+
 class CheckpointStore:
     """Snapshot + per-batch delta log of an :class:`EngineState` in a directory."""
 
     def __init__(self, directory: str, defs: list[ViewDef]):
         self.dir = directory
         self.log_dir = os.path.join(directory, "log")
-        os.makedirs(self.log_dir, exist_ok=True)
+        os.makedirs(directory, mode=0o700, exist_ok=True)
+        os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
         fp = views_fingerprint(defs)
         meta = os.path.join(directory, "views.json")
         if os.path.exists(meta):
@@ -209,6 +272,8 @@ class CheckpointStore:
     def recover(self, state: EngineState) -> int:
         """Load the latest snapshot and replay the log into an empty ``state``; returns the
         last applied batch id (-1 for a fresh checkpoint)."""
+        check_private(self.dir)
+        check_private(self.log_dir)
         snaps = self._snapshots()
         last = -1
         if snaps:

@@ -28,8 +28,12 @@ class StatusFile:
         self.write()
 
     def batch(self, **fields) -> None:
+        """Record one batch: ``rows_in``, ``changes_out``, ``lsn``/``lsn_text``, ``seconds``
+        (in ``foreachBatch``), ``seconds_behind`` (now − last commit time in the batch)."""
         d = self.data
         d["state"] = "running"
+        secs = fields.get("seconds") or 0.0
+        fields.setdefault("changes_per_s", round(fields.get("rows_in", 0) / secs) if secs > 0 else None)
         d["batches"] += 1
         d["rows_in_total"] += fields.get("rows_in", 0)
         d["changes_out_total"] += fields.get("changes_out", 0)
@@ -38,9 +42,12 @@ class StatusFile:
 
     def set(self, **fields) -> None:
         self.data.update(fields)
+        if fields.get("state") in ("stopped", "failed"):
+            self.data["stopped_at"] = time.time()
         self.write()
 
     def write(self) -> None:
+        self.data["updated_at"] = time.time()
         os.makedirs(os.path.dirname(self.path), exist_ok=True)
         write_atomic(self.path, json.dumps(self.data, indent=1, default=str).encode())
 
@@ -67,18 +74,24 @@ def format_status(st: dict) -> str:
     """A human-readable summary of a status dict."""
     alive = _alive(int(st.get("pid", 0))) if st.get("pid") else False
     state = st.get("state", "?")
-    if state in ("running", "starting") and not alive:
-        state += " (but the process is gone: crashed or killed)"
+    started = st.get("started_at", time.time())
+    if state in ("running", "starting") and alive:
+        ran = f"up {time.time() - started:.0f} s"
+    else:
+        if state in ("running", "starting"):
+            state = "stopped (the process is gone: crashed or killed)"
+        end = st.get("stopped_at") or st.get("updated_at") or started
+        ran = f"ran {end - started:.0f} s, stopped {time.time() - end:.0f} s ago"
     lines = [f"daemon {st.get('daemon')}  pid {st.get('pid')}  {state}",
-             (f"master {st.get('master')}  shards {st.get('shards')}  "
-              f"up {time.time() - st.get('started_at', time.time()):.0f} s"),
+             f"master {st.get('master')}  shards {st.get('shards')}  {ran}",
              (f"batches {st.get('batches')}  rows in {st.get('rows_in_total')}  "
               f"view changes out {st.get('changes_out_total')}")]
     b = st.get("last_batch")
     if b:
         lines.append(f"last batch {b.get('batch_id')}: {b.get('rows_in')} rows in, {b.get('changes_out')} "
                      f"view changes out, LSN {b.get('lsn_text')}, "
-                     f"{b.get('seconds_behind')} s behind, {b.get('seconds'):.3f} s, "
+                     f"{b.get('seconds_behind')} s behind, {b.get('seconds'):.3f} s "
+                     f"({b.get('changes_per_s')} changes/s), "
                      f"{time.time() - b.get('at', time.time()):.0f} s ago")
     if st.get("error"):
         lines.append(f"error: {st['error']}")

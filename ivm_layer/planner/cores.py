@@ -21,6 +21,11 @@ from ..query import GCQ, Atom, Predicate
 from .redundancy import implied_closure, implied_predicates
 
 
+#: Work budget of the core search: candidate atom sets tried × atoms² (each candidate costs
+#: two planner runs, each quadratic in the atoms); planning then stays within seconds.
+CORE_SEARCH_BUDGET = 20000
+
+
 @dataclass
 class CoreSplit:
     core: GCQ
@@ -71,9 +76,17 @@ def find_core(gcq: GCQ, error: CyclicQueryError, plan_fn):
         raise error from None  # the equality joins themselves are cyclic
     closure = implied_closure(gcq.predicates)
     n = len(gcq.atoms)
+    limit = budget = max(30, CORE_SEARCH_BUDGET // (n * n))
     for k in range(2, n):
         best = None
         for members in combinations(range(n), k):
+            budget -= 1
+            if budget < 0:
+                raise CyclicQueryError(
+                    f"the inequality predicates close a cycle over {n} atoms and no materialized core was "
+                    f"found among the first {limit} candidate atom sets (the planner bounds "
+                    "this search so planning stays fast): break the cycle, e.g. drop one inequality or "
+                    "join fewer tables", error.atoms) from None
             split = _split(gcq, members, closure)
             if split is None:
                 continue

@@ -220,7 +220,7 @@ class Session(SessionBase):
         try:
             for n in names:
                 vs = self._catalog.healthy(self._views[n])
-                self._conn.register(reads.rows_name(n), reads.reader(vs.view.rows(), vs.schema))
+                self._conn.register(reads.rows_name(n), reads.view_reader(vs.view, vs.schema))
                 registered.append(n)
             yield
         finally:

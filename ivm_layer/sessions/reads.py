@@ -3,8 +3,8 @@
 Each served view ``v`` is a DuckDB ``TEMP VIEW v`` over a name that exists only while a
 statement runs: ``SELECT … FROM _ivm_rows_v`` with casts to the view's exact column types.
 For every statement that mentions ``v``, the session registers a lazy Arrow
-``RecordBatchReader`` under that name that enumerates the engine's rows in batches
-(:func:`record_batches`), runs the statement, and unregisters it. DuckDB pulls batches only as
+``RecordBatchReader`` under that name over the engine's batched enumeration
+(:func:`view_reader`), runs the statement, and unregisters it. DuckDB pulls batches only as
 far as it needs them: ``SELECT * FROM v LIMIT 10`` reads one batch (O(rows returned)), a join
 with a table or an aggregate over the view reads the view once, and nothing is ever written.
 
@@ -21,6 +21,7 @@ from __future__ import annotations
 import re
 import threading
 from collections.abc import Iterable, Iterator
+from itertools import islice
 
 from connectors.duckdb import quote
 
@@ -38,33 +39,45 @@ def view_sql(view: str, columns: list[str], types: list[str]) -> str:
     return f"CREATE OR REPLACE TEMP VIEW {quote(view)} AS SELECT {cols} FROM {quote(rows_name(view))}"
 
 
-def record_batches(pairs: Iterable[tuple[tuple, int]], schema, size: int = BATCH_ROWS,
-                   first: int = 64) -> Iterator:
-    """Arrow record batches of a view's rows, multiplicity k → k copies: ``first`` rows, then
-    four times as many each batch up to ``size`` (a ``LIMIT 10`` reads 64 rows, a scan pays
-    the per-batch cost once per ``size`` rows)."""
+def record_batches(chunks: Iterable[list[tuple[tuple, int]]], schema) -> Iterator:
+    """One Arrow record batch per list of ``(row, k)`` pairs (multiplicity k → k copies)."""
     import pyarrow as pa
 
     fields = list(schema)
-    buf: list[tuple] = []
-    append = buf.append
-    limit = min(first, size)
+    for chunk in chunks:
+        rows: list[tuple] = []
+        for row, k in chunk:
+            if k == 1:
+                rows.append(row)
+            else:
+                rows.extend([row] * k)
+        if rows:
+            cols = list(zip(*rows))
+            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, fields)],
+                                             schema=schema)
 
-    def emit():
-        cols = list(zip(*buf)) if buf else [() for _ in fields]
-        return pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, fields)], schema=schema)
 
-    for row, k in pairs:
-        if k == 1:
-            append(row)
-        else:
-            buf.extend([row] * k)
-        if len(buf) >= limit:
-            yield emit()
-            buf.clear()
-            limit = min(limit * 4, size)
-    if buf:
-        yield emit()
+def chunks_of(pairs: Iterable[tuple[tuple, int]], first: int = 64, size: int = BATCH_ROWS) -> Iterator[list]:
+    """``(row, k)`` pairs in lists of ``first`` pairs, then four times as many each time up to
+    ``size`` (a ``LIMIT 10`` over a lookup reads 64 rows)."""
+    it = iter(pairs)
+    n = first
+    while True:
+        chunk = list(islice(it, n))
+        if not chunk:
+            return
+        yield chunk
+        n = min(n * 4, size)
+
+
+def view_reader(view, schema):
+    """A lazy ``RecordBatchReader`` over all of a view's rows, from the engine's batched
+    enumeration (``rows_batches``: its inner loops run at C speed)."""
+    import pyarrow as pa
+
+    batches = getattr(view, "rows_batches", None)  # composite views enumerate row by row
+    chunks = batches(BATCH_ROWS) if batches is not None else chunks_of(view.rows())
+    return pa.RecordBatchReader.from_batches(schema, record_batches(chunks, schema))
 
 
 _warming: threading.Thread | None = None
@@ -86,10 +99,10 @@ def warm_up(background: bool = False) -> None:
 
 
 def reader(pairs: Iterable[tuple[tuple, int]], schema):
-    """A lazy ``RecordBatchReader`` over a view's rows."""
+    """A lazy ``RecordBatchReader`` over ``(row, k)`` pairs (a lookup's answer)."""
     import pyarrow as pa
 
-    return pa.RecordBatchReader.from_batches(schema, record_batches(pairs, schema))
+    return pa.RecordBatchReader.from_batches(schema, record_batches(chunks_of(pairs), schema))
 
 
 class ViewNames:

@@ -8,13 +8,14 @@ HAVING is a condition over aggregates, group-by columns and constants.
 
 from __future__ import annotations
 
-from decimal import Decimal
-from typing import Any, Callable
+from collections.abc import Callable
 
 from sqlglot import exp
 
 from ..errors import SQLError, UnsupportedSQLError
 from ..query import Aggregate, AggregateSpec, Expr
+from .literals import number
+from .scalar import ScalarTranslator
 
 _AGG_TYPES = {exp.Count: "count", exp.Sum: "sum", exp.Avg: "avg", exp.Min: "min", exp.Max: "max"}
 _ARITH = {exp.Add: "+", exp.Sub: "-", exp.Mul: "*", exp.Div: "/"}
@@ -35,8 +36,9 @@ class AggregateTranslator:
 
     def __init__(self, select: exp.Select, column: Callable[[exp.Column], str],
                  unsupported: Callable[[str, exp.Expression | None], UnsupportedSQLError],
-                 ) -> None:
+                 dialect: str = "duckdb") -> None:
         self.select = select
+        self.dialect = dialect
         self.column = column
         self.unsupported = unsupported
         self.group_keys: list[str] = []
@@ -167,7 +169,7 @@ class AggregateTranslator:
         if having and isinstance(node, exp.AggFunc):
             return ("agg", self._aggregate(node))
         if isinstance(node, exp.Literal):
-            return ("const", _literal(node))
+            return ("const", node.this if node.is_string else number(node.this, node, decimals=True))
         if isinstance(node, exp.Null):
             return ("const", None)
         if isinstance(node, exp.Boolean):
@@ -179,10 +181,13 @@ class AggregateTranslator:
             return (op, self._scalar(node.this, having), self._scalar(node.expression, having))
         if isinstance(node, exp.Window):
             raise self.unsupported("window function", node)
-        if isinstance(node, exp.Func):
-            raise self.unsupported(f"function {node.sql_name().lower()}() in an aggregate expression "
-                                   "(only + - * / over columns and constants)", node)
-        raise self.unsupported("expression in an aggregate (only + - * / over columns and constants)", node)
+        if having:
+            raise self.unsupported("HAVING operand (only aggregates, group-by columns, constants and "
+                                   "+ - * / over them)", node)
+        if node.find(exp.AggFunc) is not None:
+            raise self.unsupported("nested aggregate", node)
+        # CASE, coalesce, CAST, string and date functions…: the scalar expression compiler
+        return ScalarTranslator(self.column, self.dialect).expr(node)
 
     def _condition(self, node: exp.Expression) -> Expr:
         while isinstance(node, exp.Paren):
@@ -203,19 +208,6 @@ class AggregateTranslator:
         if op is None:
             raise self.unsupported("HAVING condition (only comparisons, BETWEEN, IS NULL, AND/OR/NOT)", node)
         return (op, self._scalar(node.this, True), self._scalar(node.expression, True))
-
-
-def _literal(node: exp.Literal) -> Any:
-    if node.is_string:
-        return node.this
-    text = node.this
-    try:
-        return int(text)
-    except ValueError:
-        pass
-    if "e" in text.lower():
-        return float(text)
-    return Decimal(text)  # DuckDB/PostgreSQL: 0.5 is a DECIMAL literal
 
 
 def _default_name(node: exp.Expression) -> str:

@@ -14,42 +14,38 @@ are then the group-by variables). Anything else raises
 
 from __future__ import annotations
 
-import datetime
-from decimal import Decimal
-from typing import Any
-
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import ParseError
 
+from ..engine.scalar import compile_condition
 from ..errors import SQLError, UnsupportedSQLError
-from ..query import FLIP, GCQ, UNARY_OPS, Atom, Predicate, normalize_schema
+from ..query import (
+    GCQ,
+    UNARY_OPS,
+    Atom,
+    Condition,
+    Predicate,
+    ProjectionSpec,
+    normalize_schema,
+    tree_rename,
+    tree_vars,
+)
 from .aggregates import AggregateTranslator, is_aggregate_query
+from .comparisons import ComparisonReader, Side, offset_sub
+from .literals import position as _position
+from .literals import strip_parens as _strip_parens
+from .literals import unsupported as _unsupported
+from .literals import user_text
+from .parse import has_nested_from, inline_nested, parse_select
+from .scalar import ScalarTranslator
 
-_OPS = {exp.EQ: "=", exp.LT: "<", exp.LTE: "<=", exp.GT: ">", exp.GTE: ">=", exp.NEQ: "<>"}
-_NONDETERMINISTIC = {"now", "current_timestamp", "current_date", "current_time", "random", "rand",
-                     "uuid", "gen_random_uuid", "clock_timestamp", "statement_timestamp",
-                     "transaction_timestamp", "localtimestamp", "localtime", "today", "get_current_time",
-                     "timeofday", "setseed", "nextval", "currval"}
 _ALLOWED_SELECT_ARGS = {"expressions", "from_", "from", "joins", "where", "kind", "hint", "distinct"}
 _ALLOWED_AGGREGATE_ARGS = _ALLOWED_SELECT_ARGS | {"group", "having"}
-
-
-def _position(node: exp.Expression | None) -> str:
-    """'line L, column C' of the first token under ``node``, when sqlglot recorded it."""
-    if node is None:
-        return ""
-    for sub in node.walk():
-        meta = getattr(sub, "meta", None) or {}
-        if "line" in meta and "col" in meta:
-            return f" at line {meta['line']}, column {meta['col']}"
-    return ""
-
-
-def _unsupported(what: str, node: exp.Expression | None) -> UnsupportedSQLError:
-    text = node.sql() if node is not None else ""
-    snippet = f" ({text[:80]})" if text else ""
-    return UnsupportedSQLError(f"unsupported in incremental views: {what}{snippet}{_position(node)}")
+_CLAUSE_NAMES = {"with": "WITH", "with_": "WITH", "order": "ORDER BY", "limit": "LIMIT", "offset": "OFFSET",
+                 "qualify": "QUALIFY", "windows": "WINDOW", "sample": "USING SAMPLE", "group": "GROUP BY",
+                 "having": "HAVING", "laterals": "LATERAL", "pivots": "PIVOT", "settings": "SETTINGS",
+                 "prewhere": "PREWHERE", "connect": "CONNECT BY", "match": "MATCH_RECOGNIZE",
+                 "into": "INTO", "locks": "FOR UPDATE", "cluster": "CLUSTER BY", "distribute": "DISTRIBUTE BY",
+                 "sort": "SORT BY", "options": "OPTION"}
 
 
 class _UnionFind:
@@ -74,46 +70,42 @@ class _UnionFind:
             self.parent[rb] = ra
 
 
-class _Side:
-    """One side of a comparison: ``column + offset`` or a constant (``column is None``)."""
-
-    __slots__ = ("column", "offset")
-
-    def __init__(self, column: str | None, offset: Any) -> None:
-        self.column = column
-        self.offset = offset
-
-
-def parse_select(sql: str, dialect: str = "duckdb") -> exp.Select:
-    """Parse ``sql`` and return its ``SELECT`` expression, or raise :class:`SQLError`."""
-    try:
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
-    except ParseError as e:
-        raise SQLError(f"cannot parse SQL: {e}") from None
-    if len(statements) != 1:
-        raise SQLError(f"expected exactly one SELECT statement, got {len(statements)}")
-    stmt = statements[0]
-    if not isinstance(stmt, exp.Select):
-        raise _unsupported(f"{type(stmt).__name__.upper()} statement (expected SELECT)", stmt)
-    return stmt
-
-
 def translate_select(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ:
     """Translate a select–from–where query into a GCQ over ``schema``."""
     tables = normalize_schema(schema)
     select = parse_select(sql, dialect)
-    return _Translator(select, tables).run()
+    if not isinstance(select, exp.Select):
+        raise _unsupported("UNION / INTERSECT / EXCEPT here", select)
+    return translate_tree(select, tables, dialect)
 
 
-class _Translator:
-    def __init__(self, select: exp.Select, tables: dict[str, list[str]]) -> None:
+def translate_tree(select: exp.Select, tables: dict[str, list[str]], dialect: str = "duckdb") -> GCQ:
+    """Translate a parsed SELECT (WITH items and FROM subqueries are inlined first)."""
+    if has_nested_from(select):
+        select = inline_nested(select, tables, dialect)
+    try:
+        return _Translator(select, tables, dialect).run()
+    except RecursionError:
+        raise SQLError("the definition is nested too deeply") from None
+    except (TypeError, ValueError, ArithmeticError, AttributeError, KeyError, IndexError) as e:
+        # a shape the translator does not expect: refuse it rather than crash
+        raise UnsupportedSQLError(f"unsupported in incremental views: this definition could not be "
+                                  f"translated ({type(e).__name__}: {str(e)[:120]})") from None
+
+
+class _Translator(ComparisonReader):
+    def __init__(self, select: exp.Select, tables: dict[str, list[str]], dialect: str = "duckdb") -> None:
         self.select = select
         self.tables = tables
+        self.dialect = dialect
+        self.scalar = ScalarTranslator(self._column, dialect)
+        self.expr_conditions: list[tuple[tuple, exp.Expression]] = []  # conditions of any shape
+        self.merged: set[str] = set()  # "alias.col" a USING / NATURAL join merged into an earlier column
         self.aliases: dict[str, str] = {}  # alias -> table
         self.alias_order: list[str] = []
         self.uf = _UnionFind()
         self.referenced: set[str] = set()  # "alias.col"
-        self.comparisons: list[tuple[_Side, str, _Side, exp.Expression]] = []
+        self.comparisons: list[tuple[Side, str, Side, exp.Expression]] = []
 
     # -- FROM ---------------------------------------------------------------------------
     def run(self) -> GCQ:
@@ -125,7 +117,11 @@ class _Translator:
                 continue
             if key not in allowed:
                 node = value if isinstance(value, exp.Expression) else None
-                raise _unsupported(f"{key.upper()} clause (not yet supported by the engine)", node)
+                clause = _CLAUSE_NAMES.get(key, key.upper())
+                if key in ("order", "limit", "offset"):
+                    raise _unsupported(f"{clause} inside an incremental view (a view is an unordered bag: "
+                                       "order or limit when you read it)", node)
+                raise _unsupported(f"{clause} clause", node)
         if sel.args.get("kind"):
             raise _unsupported(f"SELECT {sel.args['kind']}", sel)
         distinct = sel.args.get("distinct")
@@ -143,9 +139,18 @@ class _Translator:
                 raise _unsupported(f"{side} OUTER JOIN", join)
             if kind not in ("", "INNER", "CROSS"):
                 raise _unsupported(f"{kind} JOIN", join)
+            method = str(join.args.get("method") or "").upper()
+            if method and method != "NATURAL":
+                raise _unsupported(f"{method} JOIN", join)
             self._add_table(join.this)
-            for ident in join.args.get("using") or []:
-                self._add_using(ident.name.lower(), join)
+            using = [ident.name.lower() for ident in join.args.get("using") or []]
+            if method == "NATURAL":
+                right = self.tables[self.aliases[self.alias_order[-1]]]
+                left = {c for a in self.alias_order[:-1] for c in self.tables[self.aliases[a]]
+                        if f"{a}.{c}" not in self.merged}
+                using = [c for c in right if c in left]
+            for name in using:
+                self._add_using(name, join)
             if join.args.get("on") is not None:
                 conditions.append(join.args["on"])
         where = sel.args.get("where")
@@ -156,15 +161,22 @@ class _Translator:
             if agg is not None:
                 raise _unsupported("aggregate in WHERE/ON (filter aggregates with HAVING)", agg)
             for conj in _conjuncts(cond):
-                self._add_comparison(conj)
+                self._add_condition(conj)
         if aggregating:
             find = self.uf.find
-            group_vars, spec = AggregateTranslator(sel, lambda c: find(self._column(c)), _unsupported).run()
-            gcq = self._build([(v, v) for v in group_vars])
+            group_vars, spec = AggregateTranslator(sel, lambda c: find(self._column(c)), _unsupported,
+                                                   self.dialect).run()
+            gcq = self._build([(v, ("var", v)) for v in group_vars])
+            if gcq.projection is not None:
+                raise _unsupported("condition between tables that is not column ± constant, in a GROUP BY "
+                                   "view", self.expr_conditions[0][1])
+            spec.dialect = self.dialect
             gcq.aggregate = spec
         else:
             gcq = self._build(self._outputs())
         gcq.distinct = distinct is not None
+        if gcq.projection is not None:
+            gcq.projection.distinct, gcq.distinct = gcq.distinct, False
         return gcq
 
     def _add_table(self, node: exp.Expression) -> None:
@@ -185,7 +197,8 @@ class _Translator:
     def _add_using(self, name: str, join: exp.Join) -> None:
         """``JOIN t USING (c)``: t.c equals the c of the single earlier FROM item that has it."""
         right = self.alias_order[-1]
-        earlier = [a for a in self.alias_order[:-1] if name in self.tables[self.aliases[a]]]
+        earlier = [a for a in self.alias_order[:-1] if name in self.tables[self.aliases[a]]
+                   and f"{a}.{name}" not in self.merged]
         if name not in self.tables[self.aliases[right]] or not earlier:
             raise SQLError(f"USING column {name!r} must exist on both sides of the join{_position(join)}")
         if len(earlier) > 1:
@@ -193,6 +206,7 @@ class _Translator:
         for a in (earlier[0], right):
             self.referenced.add(f"{a}.{name}")
         self.uf.union(f"{earlier[0]}.{name}", f"{right}.{name}")
+        self.merged.add(f"{right}.{name}")
 
     # -- columns ------------------------------------------------------------------------
     def _column(self, col: exp.Column) -> str:
@@ -218,101 +232,22 @@ class _Translator:
         return key
 
     # -- WHERE / ON ---------------------------------------------------------------------
-    def _side(self, node: exp.Expression) -> _Side:
-        node = _strip_parens(node)
-        if isinstance(node, exp.Column):
-            if isinstance(node.this, exp.Star):
-                raise _unsupported("star in a comparison", node)
-            return _Side(self._column(node), 0)
-        const = _constant(node)
-        if const is not _NOT_CONST:
-            return _Side(None, const)
-        if isinstance(node, (exp.Add, exp.Sub)):
-            left, right = self._side(node.this), self._side(node.expression)
-            sign = 1 if isinstance(node, exp.Add) else -1
-            if right.column is None and left.column is not None:
-                return _Side(left.column, _add(left.offset, right.offset, sign, node))
-            if left.column is None and right.column is not None and sign == 1:
-                return _Side(right.column, _add(right.offset, left.offset, 1, node))
-            if left.column is None and right.column is None:
-                return _Side(None, _add(left.offset, right.offset, sign, node))
-        if isinstance(node, exp.Cast):
-            raise _unsupported("cast in a comparison (compare the column itself)", node)
-        if isinstance(node, exp.Func):
-            name = (node.sql_name() if not isinstance(node, exp.Anonymous) else node.name).lower()
-            if name in _NONDETERMINISTIC or isinstance(node, (exp.CurrentTimestamp, exp.CurrentDate, exp.CurrentTime)):
-                raise _unsupported(f"non-deterministic function {name}() (its value changes without any update)", node)
-            raise _unsupported(f"function {name}() in a comparison (only column ± constant and constants)", node)
-        raise _unsupported("expression in a comparison (only column ± constant and constants)", node)
-
-    def _add_comparison(self, node: exp.Expression) -> None:
-        node = _strip_parens(node)
-        if isinstance(node, exp.Not):
-            inner = _strip_parens(node.this)
-            if isinstance(inner, (exp.In, exp.Like, exp.ILike, exp.Is)):
-                return self._add_unary(inner, negate=True)
-            raise _unsupported("NOT of this condition (only NOT IN, NOT LIKE, IS NOT NULL)", node)
-        if isinstance(node, (exp.In, exp.Like, exp.ILike, exp.Is)):
-            return self._add_unary(node, negate=bool(node.args.get("negate")))
-        if isinstance(node, exp.Between):
-            self._add_binary(node.this, ">=", node.args["low"], node)
-            self._add_binary(node.this, "<=", node.args["high"], node)
+    def _add_condition(self, node: exp.Expression) -> None:
+        """A conjunct: ``column ± constant`` comparisons and the simple filters feed the indexes;
+        anything else becomes a condition of any shape (a leaf filter when one table's columns
+        decide it, else a residual filter on the join's output)."""
+        mark = len(self.comparisons)
+        try:
+            self._add_comparison(node)
             return
-        op = _OPS.get(type(node))
-        if op is None:
-            if isinstance(node, exp.Or):
-                raise _unsupported("OR in WHERE/ON (only conjunctions of comparisons)", node)
-            raise _unsupported(f"{type(node).__name__} condition (only comparisons, BETWEEN, IN, LIKE, IS NULL)", node)
-        self._add_binary(node.this, op, node.expression, node)
-
-    def _add_binary(self, lhs: exp.Expression, op: str, rhs: exp.Expression, node: exp.Expression) -> None:
-        left, right = self._side(lhs), self._side(rhs)
-        if left.column is None and right.column is None:
-            raise _unsupported("comparison between two constants", node)
-        if left.column is None:  # constant op column  ->  column op' constant
-            left, right, op = right, left, FLIP[op]
-        if right.column is not None and op == "=" and not _nonzero(left.offset) and not _nonzero(right.offset):
-            self.uf.union(left.column, right.column)
-            return
-        if op == "<>" and right.column is not None and left.column.split(".")[0] != right.column.split(".")[0]:
-            raise _unsupported("<> between columns of different tables (it cannot be indexed)", node)
-        if right.column is None and right.offset is None:
-            self.comparisons.append((left, "never", right, node))  # comparison with NULL: never true
-            return
-        self.comparisons.append((left, op, right, node))
-
-    def _add_unary(self, node: exp.Expression, negate: bool) -> None:
-        target = _strip_parens(node.this)
-        if not isinstance(target, exp.Column):
-            raise _unsupported(f"{type(node).__name__.upper()} on an expression (only on a column)", node)
-        col = _Side(self._column(target), 0)
-        if isinstance(node, exp.Is):
-            if not isinstance(node.expression, exp.Null):
-                raise _unsupported("IS with something other than NULL", node)
-            self.comparisons.append((col, "is not null" if negate else "is null", _Side(None, None), node))
-            return
-        if isinstance(node, exp.In):
-            if node.args.get("query") is not None or node.args.get("unnest") is not None:
-                raise _unsupported("IN (subquery)", node)
-            values = []
-            for item in node.expressions:
-                v = _constant(item)
-                if v is _NOT_CONST:
-                    raise _unsupported("IN list item that is not a constant", item)
-                values.append(v)
-            self.comparisons.append((col, "not in" if negate else "in", _Side(None, tuple(values)), node))
-            return
-        pattern = _constant(node.expression)
-        if not isinstance(pattern, str):
-            raise _unsupported("LIKE pattern that is not a string constant", node)
-        if node.args.get("escape") is not None:
-            raise _unsupported("LIKE … ESCAPE", node)
-        op = ("not " if negate else "") + ("ilike" if isinstance(node, exp.ILike) else "like")
-        self.comparisons.append((col, op, _Side(None, pattern), node))
+        except UnsupportedSQLError:
+            del self.comparisons[mark:]
+        self.expr_conditions.append((self.scalar.condition(node), node))
 
     # -- SELECT -------------------------------------------------------------------------
-    def _outputs(self) -> list[tuple[str, str]]:
-        outs: list[tuple[str, str]] = []
+    def _outputs(self) -> list[tuple[str, tuple]]:
+        """(name, expression) per output column; plain columns are ``("var", key)``."""
+        outs: list[tuple[str, tuple]] = []
         for item in self.select.expressions:
             name = None
             node = item
@@ -322,31 +257,48 @@ class _Translator:
             if isinstance(node, exp.Star):
                 for alias in self.alias_order:
                     for c in self.tables[self.aliases[alias]]:
-                        outs.append((c, self._column(exp.column(c, alias))))
+                        if f"{alias}.{c}" not in self.merged:
+                            outs.append((c, ("var", self._column(exp.column(c, alias)))))
                 continue
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
                 alias = node.table.lower()
                 if alias not in self.aliases:
                     raise SQLError(f"unknown table or alias {node.table!r}{_position(node)}")
                 for c in self.tables[self.aliases[alias]]:
-                    outs.append((c, self._column(exp.column(c, alias))))
+                    outs.append((c, ("var", self._column(exp.column(c, alias)))))
                 continue
             if isinstance(node, exp.Column):
-                key = self._column(node)
-                outs.append((name or node.name.lower(), key))
+                outs.append((name or node.name.lower(), ("var", self._column(node))))
                 continue
             if isinstance(node, exp.Window) or node.find(exp.Window) is not None:
                 raise _unsupported("window function", node)
             if isinstance(node, exp.AggFunc) or node.find(exp.AggFunc) is not None:
-                raise _unsupported("aggregate function (GROUP BY views arrive with the aggregates issue)", node)
-            raise _unsupported("SELECT item that is not a column (computed columns are not supported yet)", node)
+                raise _unsupported("aggregate function mixed with plain columns", node)
+            outs.append((name or user_text(node, 200), self.scalar.expr(node)))
         if not outs:
             raise SQLError("empty SELECT list")
         return outs
 
     # -- build the GCQ ------------------------------------------------------------------
-    def _build(self, outputs: list[tuple[str, str]]) -> GCQ:
+    def _build(self, outputs: list[tuple[str, tuple]]) -> GCQ:
         find = self.uf.find
+        # Conditions without columns (WHERE 1 IN (1, 2)) are decided now: TRUE ones vanish, the
+        # others make the view empty (a "never" filter on one column).
+        never = False
+        kept = []
+        for cond, node in self.expr_conditions:
+            if tree_vars(cond):
+                kept.append((cond, node))
+            elif compile_condition(cond, {}, self.dialect)(()) is not True:
+                never = True
+        self.expr_conditions = kept
+        first = self.alias_order[0]
+        first_key = f"{first}.{self.tables[self.aliases[first]][0]}"
+        if not self.referenced or never:  # SELECT 1 FROM t: still one row per join result
+            self._column(exp.column(self.tables[self.aliases[first]][0], first))
+        for cond, _node in self.expr_conditions:
+            for v in tree_vars(cond):
+                find(v)
         atoms = []
         for alias in self.alias_order:
             table = self.aliases[alias]
@@ -360,28 +312,43 @@ class _Translator:
             if op in UNARY_OPS:
                 preds.append(Predicate(find(left.column), op, None, right.offset))
             elif right.column is None:
-                preds.append(Predicate(find(left.column), op, None, _sub(right.offset, left.offset)))
+                preds.append(Predicate(find(left.column), op, None, offset_sub(right.offset, left.offset)))
             else:
-                offset = _sub(right.offset, left.offset)
+                offset = offset_sub(right.offset, left.offset)
                 preds.append(Predicate(find(left.column), op, find(right.column), offset))
+        if never:
+            preds.append(Predicate(find(first_key), "never", None, None))
+        residual, texts = [], []
+        for cond, node in self.expr_conditions:
+            cond = tree_rename(cond, find)
+            reads = tree_vars(cond)
+            text = user_text(node, 120)
+            if reads and any(reads <= a.varset for a in atoms):
+                preds.append(Predicate(min(reads), "expr", None, Condition(cond, reads, text, self.dialect)))
+            else:
+                residual.append(cond)
+                texts.append(text)
+        exprs = [tree_rename(e, find) for _, e in outputs]
+        columns = [name for name, _ in outputs]
+        projection = None
+        if residual or any(e[0] != "var" for e in exprs):
+            needed = list(dict.fromkeys(v for e in exprs + residual for v in sorted(tree_vars(e))))
+            if not needed:  # only constants: the join's multiplicity still matters
+                needed = [next(v for a in atoms for v in a.vars if v is not None)]
+            projection = ProjectionSpec(exprs, columns, residual, texts, dialect=self.dialect)
+            output, out_columns = needed, list(needed)
+        else:
+            output, out_columns = [e[1] for e in exprs], columns
         gcq = GCQ(
             atoms=atoms,
             predicates=preds,
-            output=[find(key) for _, key in outputs],
-            columns=[name for name, _ in outputs],
+            output=output,
+            columns=out_columns,
             schema={t: list(cols) for t, cols in self.tables.items()},
         )
+        gcq.projection = projection
         gcq.validate()
         return gcq
-
-
-_NOT_CONST = object()
-
-
-def _strip_parens(node: exp.Expression) -> exp.Expression:
-    while isinstance(node, exp.Paren):
-        node = node.this
-    return node
 
 
 def _conjuncts(node: exp.Expression):
@@ -393,103 +360,3 @@ def _conjuncts(node: exp.Expression):
         yield node
 
 
-_INTERVAL_UNITS = {
-    "microsecond": "microseconds", "microseconds": "microseconds", "us": "microseconds",
-    "millisecond": "milliseconds", "milliseconds": "milliseconds", "ms": "milliseconds",
-    "second": "seconds", "seconds": "seconds", "sec": "seconds", "secs": "seconds", "s": "seconds",
-    "minute": "minutes", "minutes": "minutes", "min": "minutes", "mins": "minutes", "m": "minutes",
-    "hour": "hours", "hours": "hours", "h": "hours", "hr": "hours", "hrs": "hours",
-    "day": "days", "days": "days", "d": "days",
-    "week": "weeks", "weeks": "weeks", "w": "weeks",
-}
-
-
-def _interval(node: exp.Interval) -> datetime.timedelta:
-    """``INTERVAL '1 hour'`` / ``INTERVAL 2 MINUTE`` as a timedelta (fixed-length units only)."""
-    text = node.this.name if node.this is not None else ""
-    unit = node.args.get("unit")
-    parts = text.split()
-    if unit is not None:
-        unit_name = unit.name.lower()
-        amount_text = text
-    elif len(parts) == 2:
-        amount_text, unit_name = parts[0], parts[1].lower()
-    else:
-        raise _unsupported("interval literal (use e.g. INTERVAL '1 hour')", node)
-    key = _INTERVAL_UNITS.get(unit_name)
-    if key is None:
-        raise _unsupported(f"interval unit {unit_name!r} (months and years have no fixed length)", node)
-    try:
-        amount = float(amount_text)
-    except ValueError:
-        raise _unsupported("interval literal (use e.g. INTERVAL '1 hour')", node) from None
-    return datetime.timedelta(**{key: amount})
-
-
-def _constant(node: exp.Expression) -> Any:
-    node = _strip_parens(node)
-    if isinstance(node, exp.Interval):
-        return _interval(node)
-    if isinstance(node, exp.Neg):
-        inner = _constant(node.this)
-        if inner is _NOT_CONST or isinstance(inner, str):
-            return _NOT_CONST
-        return -inner
-    if isinstance(node, exp.Literal):
-        if node.is_string:
-            return node.this
-        text = node.this
-        try:
-            return int(text)
-        except ValueError:
-            d = Decimal(text)
-            return int(d) if d == d.to_integral_value() else float(d)
-    if isinstance(node, exp.Boolean):
-        return bool(node.this)
-    if isinstance(node, exp.Null):
-        return None
-    if isinstance(node, exp.Cast) and isinstance(node.this, exp.Literal) and node.this.is_string:
-        return _typed_literal(node)  # DATE '2026-01-01', TIMESTAMP '…'
-    return _NOT_CONST
-
-
-def _typed_literal(node: exp.Cast) -> Any:
-    """``DATE '…'`` / ``TIMESTAMP '…'`` as a date/datetime; other casts are not constants."""
-    text = node.this.this.strip()
-    kind = node.to.this
-    try:
-        if kind == exp.DataType.Type.DATE:
-            return datetime.date.fromisoformat(text)
-        if kind in (exp.DataType.Type.TIMESTAMP, exp.DataType.Type.DATETIME):
-            return datetime.datetime.fromisoformat(text)
-    except ValueError:
-        raise SQLError(f"invalid {kind.value} literal {text!r}{_position(node)}") from None
-    return _NOT_CONST
-
-
-def _nonzero(value: Any) -> bool:
-    return bool(value) if not isinstance(value, str) else True
-
-
-def _add(a: Any, b: Any, sign: int, node: exp.Expression) -> Any:
-    if isinstance(a, str) or isinstance(b, str) or a is None or b is None:
-        raise _unsupported("arithmetic on a string or NULL constant", node)
-    if _is_zero(a):  # a column's implicit offset: keep the other constant's type (e.g. an interval)
-        return b if sign > 0 else -b
-    try:
-        return a + b if sign > 0 else a - b
-    except TypeError:
-        raise _unsupported("arithmetic between constants of different types", node) from None
-
-
-def _is_zero(value: Any) -> bool:
-    return type(value) is int and value == 0
-
-
-def _sub(a: Any, b: Any) -> Any:
-    """``a - b`` for offsets, where ``a`` may be a constant of any type and ``b`` a numeric offset."""
-    if not b:
-        return a
-    if _is_zero(a):
-        return -b
-    return a - b

@@ -1,0 +1,246 @@
+"""Semi-joins and anti-joins: ``[NOT] EXISTS (…)`` and ``[NOT] IN (SELECT …)`` (:class:`SemiJoinView`).
+
+The outer rows come from a left view (visible columns followed by key columns), the subquery's
+keys from a right view. The engine keeps per key the number of subquery rows (and, for
+``NOT IN``, how many are NULL and how many there are in all) and the left rows grouped by key.
+A left change costs O(1) per changed row; a key whose count crosses zero emits its left rows
+(exactly the view's change); for ``NOT IN`` a NULL appearing in (or the last row leaving) the
+subquery flips every outer row, as SQL's NULL rules say. Memory: the left view's rows plus one
+count per subquery key.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from typing import Any
+
+from ..errors import ConcurrentModificationError, IVMError, UpdateError
+from .view import Change, Prepared, base_rows_of
+
+
+class SemiJoinView:
+    """A view filtered by a (correlated) subquery condition (View API)."""
+
+    def __init__(self, mode: str, left: Any, right: Any, nkeys: int, columns: list[str],
+                 distinct: bool = False, sql: str = "", text: str = ""):
+        self.sql = sql
+        self.mode = mode
+        self.text = text
+        self.branches = [left, right]
+        self.columns = list(columns)
+        self._nvis = len(left.columns) - nkeys
+        self._nkeys = nkeys
+        self._distinct = distinct
+        self._right: dict[tuple, int] = {}  # key -> number of subquery rows with it (no NULL keys)
+        self._right_total = 0
+        self._right_nulls = 0
+        self._left: dict[tuple, dict[tuple, int]] = {}  # key -> {left row: multiplicity}
+        self._counts: dict[tuple, int] = {}  # visible output row -> multiplicity
+        self._total = 0
+        self._version = 0
+        self._subscribers: list[Callable[[Change], Any]] = []
+
+    # -- introspection ------------------------------------------------------------------
+    @property
+    def tables(self) -> list[str]:
+        out: list[str] = []
+        for b in self.branches:
+            out += [t for t in b.tables if t not in out]
+        return out
+
+    @property
+    def plan(self):
+        """A composite view has no single join plan (the pipeline's per-atom sharding and type
+        inference need one): say so instead of an AttributeError."""
+        raise IVMError("this view is made of several incremental views (a subquery condition); it has no single "
+                       "join plan: use it from a session, or pass the column types")
+
+    @property
+    def query_class(self) -> str:
+        return self.branches[0].query_class
+
+    def explain(self) -> str:
+        lines = [f"view columns: {', '.join(self.columns)}",
+                 f"{self.mode.upper()} (subquery) filter: {self.text}" if self.text else self.mode.upper(),
+                 f"per key the count of subquery rows ({len(self._right)} keys) and the outer rows by key "
+                 f"({sum(len(v) for v in self._left.values())} rows): O(1) per changed outer row; a key whose "
+                 "count crosses zero emits its outer rows" + ("; a NULL entering or the last row leaving the "
+                                                               "subquery re-checks every outer row"
+                                                               if self.mode == "not in" else ""),
+                 "outer rows:"]
+        lines.extend("    " + line for line in self.branches[0].explain().splitlines())
+        lines.append("subquery:")
+        lines.extend("    " + line for line in self.branches[1].explain().splitlines())
+        return "\n".join(lines)
+
+    def stats(self) -> dict[str, int]:
+        out: dict[str, int] = {}
+        for b in self.branches:
+            for k, v in b.stats().items():
+                out[k] = out.get(k, 0) + v
+        extra = len(self._right) + sum(len(v) for v in self._left.values()) + len(self._counts)
+        out["materialized_rows"] = out.get("materialized_rows", 0) + extra
+        out["stored"] = out.get("stored", 0) + extra
+        return out
+
+    def base_rows(self, table: str) -> Mapping[tuple, int]:
+        """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""
+        return base_rows_of(self.branches, table)
+
+    def __repr__(self) -> str:
+        return f"<ivm_layer.SemiJoinView {self.mode} columns={self.columns} rows={len(self)}>"
+
+    # -- reading ------------------------------------------------------------------------
+    def rows(self) -> Iterator[tuple[tuple, int]]:
+        v0 = self._version
+        for row, k in self._counts.items():
+            yield (row, 1) if self._distinct else (row, k)
+            if self._version != v0:
+                raise ConcurrentModificationError(
+                    "the view was updated while this enumeration was open; take list(view.rows()) first")
+
+    def __iter__(self) -> Iterator[tuple]:
+        for row, k in self.rows():
+            for _ in range(k):
+                yield row
+
+    def __len__(self) -> int:
+        return len(self._counts) if self._distinct else self._total
+
+    def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
+        raise IVMError("this view has no input parameters (parameterized views are not supported yet)")
+
+    # -- writing ------------------------------------------------------------------------
+    def insert(self, table: str, row: Iterable[Any]) -> None:
+        self.apply({table: [(row, 1)]})
+
+    def delete(self, table: str, row: Iterable[Any]) -> None:
+        self.apply({table: [(row, -1)]})
+
+    def apply(self, batch: Mapping) -> None:
+        self.commit(self.prepare(batch))
+
+    def diff(self, batch: Mapping) -> Change:
+        return self.commit(self.prepare(batch), want_change=True)
+
+    def prepare(self, batch: Mapping) -> Prepared:
+        """Phase one: split the batch between the outer and the subquery view and prepare both."""
+        if not isinstance(batch, Mapping):
+            raise UpdateError("a batch is a mapping {table: [(row, k), …]}")
+        known = self.tables
+        parts: dict[str, list] = {}
+        for table, changes in batch.items():
+            name = str(table).lower()
+            if name not in known:
+                raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(known)}; "
+                                  "no change was applied")
+            parts.setdefault(name, []).extend(changes)
+        steps = []
+        for b in self.branches:
+            sub = {t: ch for t, ch in parts.items() if t in b.tables}
+            steps.append(b.prepare(sub) if sub else None)
+        return Prepared(self, self._version, steps)
+
+    def _ok(self, key: tuple, right: dict[tuple, int], total: int, nulls: int) -> bool:
+        mode = self.mode
+        if mode == "not in":
+            return total == 0 or (None not in key and right.get(key, 0) == 0 and nulls == 0)
+        found = None not in key and right.get(key, 0) > 0
+        return found if mode in ("exists", "in") else not found
+
+    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
+        """Phase two: commit both views, then combine their changes (cannot fail)."""
+        if prepared.view is not self or prepared.version != self._version:
+            raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
+        self._version += 1
+        lp, rp = prepared.steps
+        left_change = (self.branches[0].commit(lp, want_change=True) if lp is not None else None) or ()
+        right_change = (self.branches[1].commit(rp, want_change=True) if rp is not None else None) or ()
+        nvis = self._nvis
+        out: dict[tuple, int] = {}
+        right, total, nulls = self._right, self._right_total, self._right_nulls
+        # (new left − old left) × old status
+        for row, k in left_change:
+            key = row[nvis:]
+            if self._ok(key, right, total, nulls):
+                vis = row[:nvis]
+                out[vis] = out.get(vis, 0) + k
+            rows = self._left.get(key)
+            if rows is None:
+                rows = self._left[key] = {}
+            m = rows.get(row, 0) + k
+            if m:
+                rows[row] = m
+            else:
+                del rows[row]
+                if not rows:
+                    del self._left[key]
+        # new left × (new status − old status)
+        if right_change:
+            old_total, old_nulls = total, nulls
+            touched: dict[tuple, bool] = {}
+            for key, k in right_change:
+                key = tuple(key[:self._nkeys])
+                self._right_total += k
+                if None in key:
+                    self._right_nulls += k
+                    continue
+                if key not in touched:
+                    touched[key] = self._ok(key, right, old_total, old_nulls)
+                n = right.get(key, 0) + k
+                if n:
+                    right[key] = n
+                else:
+                    del right[key]
+            total, nulls = self._right_total, self._right_nulls
+            if self.mode == "not in" and ((old_total == 0) != (total == 0) or (old_nulls == 0) != (nulls == 0)):
+                for key in list(self._left):  # untouched keys still hold their old count
+                    before = touched[key] if key in touched else self._ok(key, right, old_total, old_nulls)
+                    self._flip(key, before, out)
+            else:
+                for key, before in touched.items():
+                    self._flip(key, before, out)
+        return self._emit(out, want_change)
+
+    def _flip(self, key: tuple, before: bool, out: dict[tuple, int]) -> None:
+        after = self._ok(key, self._right, self._right_total, self._right_nulls)
+        if before == after:
+            return
+        sign = 1 if after else -1
+        nvis = self._nvis
+        for row, m in self._left.get(key, {}).items():
+            vis = row[:nvis]
+            out[vis] = out.get(vis, 0) + sign * m
+
+    def _emit(self, out: dict[tuple, int], want_change: bool) -> Change | None:
+        counts = self._counts
+        result: Change = []
+        for row, k in out.items():
+            if not k:
+                continue
+            before = counts.get(row, 0)
+            after = before + k
+            if after:
+                counts[row] = after
+            else:
+                del counts[row]
+            self._total += k
+            if not self._distinct:
+                result.append((row, k))
+            elif before == 0 and after > 0:
+                result.append((row, 1))
+            elif before > 0 and after == 0:
+                result.append((row, -1))
+        if result:
+            for cb in list(self._subscribers):
+                cb(list(result))
+        return result if want_change else None
+
+    def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
+        self._subscribers.append(callback)
+
+        def unsubscribe() -> None:
+            if callback in self._subscribers:
+                self._subscribers.remove(callback)
+
+        return unsubscribe

@@ -1,0 +1,69 @@
+"""Small readers of SELECT shapes shared by the rewrites (conjuncts, FROM aliases, column owners)."""
+
+from __future__ import annotations
+
+from sqlglot import exp
+
+from ..query import Derived, SemiJoin, SetOperation
+from .literals import strip_parens, user_text
+
+
+def definition_columns(d) -> list[str]:
+    """The output column names of a definition (GCQ, SetOperation or SemiJoin)."""
+    if isinstance(d, (SetOperation, SemiJoin)):
+        return list(d.columns)
+    if isinstance(d, Derived):
+        return definition_columns(d.outer)
+    if d.aggregate is not None:
+        return list(d.aggregate.columns)
+    if d.projection is not None:
+        return list(d.projection.columns)
+    return list(d.columns)
+
+
+def conjuncts(node: exp.Expression):
+    node = strip_parens(node)
+    if isinstance(node, exp.And):
+        yield from conjuncts(node.this)
+        yield from conjuncts(node.expression)
+    else:
+        yield node
+
+
+def subquery_kind(node: exp.Expression) -> str | None:
+    node = strip_parens(node)
+    neg = False
+    if isinstance(node, exp.Not):
+        neg, node = True, strip_parens(node.this)
+    if isinstance(node, exp.Exists):
+        return "not exists" if neg else "exists"
+    if isinstance(node, exp.In) and node.args.get("query") is not None:
+        return "not in" if neg else "in"
+    return None
+
+
+def table_aliases(select: exp.Select) -> dict[str, str]:
+    """alias -> table of the plain tables in ``select``'s FROM / JOINs."""
+    out = {}
+    from_ = select.args.get("from_") or select.args.get("from")
+    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+    for t in items:
+        if isinstance(t, exp.Table):
+            out[(t.alias or t.name).lower()] = t.name.lower()
+    return out
+
+
+def column_owner(col: exp.Column, aliases: dict[str, str], tables) -> str | None:
+    if col.table:
+        return col.table.lower()
+    owners = [a for a, t in aliases.items() if col.name.lower() in tables.get(t, [])]
+    return owners[0] if len(owners) == 1 else None
+
+
+def item_name(item: exp.Expression) -> str:
+    """The name DuckDB gives an unaliased SELECT item."""
+    if isinstance(item, exp.Column):
+        return item.name.lower()
+    if isinstance(item, exp.Count) and isinstance(item.this, exp.Star):
+        return "count_star()"
+    return user_text(item, 200).lower()
