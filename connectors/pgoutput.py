@@ -65,6 +65,7 @@ from typing import Any
 from ivm_layer.errors import IVMError
 
 __all__ = [
+    "NAN",
     "PG_EPOCH",
     "Column",
     "LogicalMessage",
@@ -86,6 +87,18 @@ _I64 = struct.Struct("!q")
 _U64 = struct.Struct("!Q")
 
 _JSON_OIDS = {114, 3802}  # json, jsonb
+_FLOAT_OIDS = {700, 701}  # float4, float8
+_FLOAT_ARRAY_OIDS = {1021, 1022}
+
+NAN = float("nan")
+"""The one NaN float the decoders return. PostgreSQL orders NaN equal to itself; Python's
+``nan == nan`` is False and ``hash(nan)`` depends on the object, but dicts, sets and tuple
+comparison check identity first, so one shared NaN object makes a row holding NaN match
+itself (an UPDATE or DELETE of such a row finds it)."""
+
+
+def canonical_float(v: float) -> float:
+    return NAN if v != v else v
 
 
 class PgOutputError(IVMError):
@@ -198,6 +211,12 @@ class ValueDecoder:
                     return bytes(data).decode()
             return load_json
 
+        if oid in _FLOAT_OIDS:
+            def load_float(data, _ld=ld):
+                v = _ld(data)
+                return NAN if v != v else v
+            return load_float
+
         def load(data, _ld=ld):
             v = _ld(data)
             if isinstance(v, list):
@@ -213,6 +232,8 @@ class ValueDecoder:
 def _freeze(v):
     if isinstance(v, list):
         return tuple(_freeze(x) for x in v)
+    if isinstance(v, float) and v != v:
+        return NAN
     return v
 
 

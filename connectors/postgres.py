@@ -41,6 +41,7 @@ from ivm_layer.errors import IVMError
 from .pgoutput import PG_EPOCH, ValueDecoder, parse_lsn
 
 SESSION_OPTIONS = "-c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=1"
+CONNECT_TIMEOUT = 10     # seconds, unless the target or PGCONNECT_TIMEOUT says otherwise
 
 _KEEPALIVE = struct.Struct("!QQB")
 _XLOGDATA = struct.Struct("!QQQ")
@@ -48,7 +49,38 @@ _STATUS = struct.Struct("!cQQQQB")
 
 
 class PostgresError(IVMError):
-    """A PostgreSQL-side failure of the connector (connection, slot, replication protocol)."""
+    """A PostgreSQL-side failure of the connector (connection, slot, replication protocol).
+    ``sqlstate`` is the server's error code when there is one."""
+
+    def __init__(self, message: str, sqlstate: str | None = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class ConnectionLost(PostgresError):
+    """The connection went away or the server cannot take one right now (shutdown, restart,
+    ``pg_terminate_backend``, a slot still held by a walsender that is exiting): worth
+    retrying with a new connection."""
+
+
+# errors that a new connection attempt will not cure: bad credentials, no such database or
+# slot, missing privileges
+_FATAL_SQLSTATES = {"28000", "28P01", "3D000", "42704", "42501", "42P01", "55000"}
+
+
+def is_retryable(err: BaseException) -> bool:
+    """True for a lost connection or a server that is shutting down / starting up."""
+    import psycopg
+
+    if isinstance(err, ConnectionLost):
+        return True
+    if isinstance(err, PostgresError):
+        return err.sqlstate is not None and err.sqlstate not in _FATAL_SQLSTATES and (
+            err.sqlstate.startswith(("08", "57")) or err.sqlstate == "55006")
+    if isinstance(err, psycopg.OperationalError | OSError):
+        state = getattr(err, "sqlstate", None)
+        return state not in _FATAL_SQLSTATES
+    return False
 
 
 def quote_ident(name: str) -> str:
@@ -72,18 +104,40 @@ def connect(url: str, autocommit: bool = True):
     import psycopg
 
     try:
-        return psycopg.connect(url, autocommit=autocommit, options=SESSION_OPTIONS)
+        return psycopg.connect(with_session_options(url), autocommit=autocommit)
     except psycopg.Error as e:
-        raise PostgresError(f"cannot connect to {redact(url)}: {e}") from e
+        cls = ConnectionLost if is_retryable(e) else PostgresError
+        raise cls(f"cannot connect to {redact(url)}: {redact_error(e, url)}", getattr(e, "sqlstate", None)) from None
+
+
+def with_session_options(target: str) -> str:
+    """``target`` (URL or conninfo) with the module's settings added to its ``options`` (or
+    to ``$PGOPTIONS``), keeping the user's own, and a ``connect_timeout`` of 10 s unless one
+    is given."""
+    import os
+
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    given = conninfo_to_dict(target)
+    own = given.get("options") or os.environ.get("PGOPTIONS") or ""
+    extra = {}
+    if "connect_timeout" not in given and "PGCONNECT_TIMEOUT" not in os.environ:
+        extra["connect_timeout"] = CONNECT_TIMEOUT     # reconnect loops stay within their budget
+    return make_conninfo(target, options=f"{own} {SESSION_OPTIONS}".strip(), **extra)
 
 
 def redact(url: str) -> str:
-    """The URL without its password."""
-    if "@" in url and "://" in url:
-        scheme, rest = url.split("://", 1)
-        cred, host = rest.rsplit("@", 1)
-        return f"{scheme}://{cred.split(':', 1)[0]}@{host}"
-    return url
+    """The URL or conninfo string without its password (see :func:`connectors.pgconn.redact`)."""
+    from .pgconn import redact as _redact_target
+
+    return _redact_target(url)
+
+
+def redact_error(err: BaseException, url: str) -> str:
+    """A library error's text with any password of ``url`` (or any ``password=`` field) removed."""
+    from .pgconn import redact_text
+
+    return redact_text(str(err).strip(), url)
 
 
 def current_wal_lsn(conn) -> int:
@@ -253,6 +307,8 @@ def copy_batches(conn, table: str, columns: list[tuple[str, int]], values: Value
     decodes."""
     loaders = [values.loader(oid) for _, oid in columns]
     cols = ", ".join(quote_ident(c) for c, _ in columns)
+    if not columns:                  # rows only counted: one NULL column per row
+        loaders, cols, columns = [None], "NULL", [("", 0)]
     sql = f"SELECT {cols} FROM {quote_table(table)}" + (f" WHERE {where}" if where else "")
     ncols = len(columns)
     with conn.cursor().copy(f"COPY ({sql}) TO STDOUT") as cp:
@@ -335,11 +391,12 @@ class ReplicationStream:
 
         self.url = url
         try:
-            self.conn = psycopg.connect(url, autocommit=True, replication="database",
-                                        options=SESSION_OPTIONS)
+            self.conn = psycopg.connect(with_session_options(url), autocommit=True, replication="database")
         except psycopg.Error as e:
-            raise PostgresError(f"cannot open a replication connection to {redact(url)} "
-                                f"(the role needs REPLICATION and wal_level=logical): {e}") from e
+            cls = ConnectionLost if is_retryable(e) else PostgresError
+            raise cls(f"cannot open a replication connection to {redact(url)} "
+                      f"(the role needs REPLICATION and wal_level=logical): {redact_error(e, url)}",
+                      getattr(e, "sqlstate", None)) from None
         self.pgconn = self.conn.pgconn
         self.flushed_lsn = 0
         self.received_lsn = 0     # highest WAL position the server reported (XLogData/keepalive)
@@ -382,7 +439,10 @@ class ReplicationStream:
         res = self.pgconn.get_result()
         if res is None or res.status != pq.ExecStatus.COPY_BOTH:
             msg = (res.error_message if res is not None else b"no result").decode(errors="replace").strip()
-            raise PostgresError(f"START_REPLICATION on slot {slot!r} failed: {msg}")
+            state = res.error_field(pq.DiagnosticField.SQLSTATE) if res is not None else None
+            state = state.decode() if state else None
+            cls = ConnectionLost if state == "55006" or self.pgconn.status != pq.ConnStatus.OK else PostgresError
+            raise cls(f"START_REPLICATION on slot {slot!r} failed: {msg}", state)
         self.flushed_lsn = max(self.flushed_lsn, start_lsn)
         self.pgconn.nonblocking = 1
         self._streaming = True
@@ -391,33 +451,46 @@ class ReplicationStream:
         """Wait up to ``timeout`` s for stream data; return the XLogData payloads received,
         ``[(wal_start_lsn, pgoutput_bytes)]``, in order (possibly empty). Keepalives and
         status updates are handled here."""
+        import psycopg
+
         if not self._streaming:
             raise PostgresError("read() before start()")
         out: list[tuple[int, bytes]] = []
         deadline = time.monotonic() + timeout
-        while True:
-            got = self._drain(out)
-            self._maybe_status()
-            if out or got:
-                return out
-            left = deadline - time.monotonic()
-            if left <= 0:
-                return out
-            r, _, _ = select.select([self.pgconn.socket], [], [], min(left, self.status_interval))
-            if r:
-                self.pgconn.consume_input()
+        try:
+            while True:
+                got = self._drain(out)
+                self._maybe_status()
+                if out or got:
+                    return out
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return out
+                r, _, _ = select.select([self.pgconn.socket], [], [], min(left, self.status_interval))
+                if r:
+                    self.pgconn.consume_input()
+        except (psycopg.OperationalError, OSError) as e:
+            self._streaming = False
+            raise ConnectionLost(f"replication connection lost: {redact_error(e, self.url)}") from None
 
     def _drain(self, out: list) -> bool:
+        from psycopg import pq
+
         got = False
         while True:
             n, buf = self.pgconn.get_copy_data(1)
             if n == 0:
                 return got
             if n < 0:
+                # CopyDone / CommandComplete (the server shuts down or ends the stream) or an
+                # error: let go of the connection, the caller reconnects
                 self._streaming = False
                 res = self.pgconn.get_result()
                 msg = (res.error_message if res is not None else b"").decode(errors="replace").strip()
-                raise PostgresError(f"replication stream ended: {msg or 'server closed the copy stream'}")
+                state = res.error_field(pq.DiagnosticField.SQLSTATE) if res is not None else None
+                state = state.decode() if state else None
+                cls = PostgresError if state in _FATAL_SQLSTATES else ConnectionLost
+                raise cls(f"replication stream ended: {msg or 'the server ended the copy stream'}", state)
             got = True
             b = bytes(buf)
             kind = b[0:1]
@@ -430,7 +503,7 @@ class ReplicationStream:
                 self.received_lsn = max(self.received_lsn, end)
                 self.server_time = PG_EPOCH + _dt.timedelta(microseconds=ts)
                 if reply:
-                    self.send_status(reply=False)
+                    self._answer_ping(end)
 
     def _maybe_status(self) -> None:
         now = time.monotonic()
@@ -439,14 +512,30 @@ class ReplicationStream:
         elif self.flushed_lsn != self._sent_flushed:
             self.send_status()
 
+    def _answer_ping(self, end: int) -> None:
+        """Answer a keepalive that asks for a reply, at once. When what is durable reaches the
+        server's position, say so; otherwise report everything up to it as *received* with
+        an invalid (0) flush position, as pg_receivewal does: the slot keeps its acknowledged
+        position, and a walsender that waits for its client before a shutdown (it compares
+        the flush position, or the write position when flush is invalid, with what it sent)
+        can exit instead of holding up the server's shutdown checkpoint."""
+        if self.flushed_lsn >= end:
+            self.send_status()
+        else:
+            self._send(max(self.received_lsn, end), 0)
+
     def send_status(self, reply: bool = False) -> None:
         """A standby status update: written = flushed = applied = :attr:`flushed_lsn`."""
         f = self.flushed_lsn
+        self._send(f, f, reply)
+        self._sent_flushed = f
+
+    def _send(self, written: int, flushed: int, reply: bool = False) -> None:
         now = int((_dt.datetime.now(_dt.UTC) - PG_EPOCH).total_seconds() * 1_000_000)
-        self.pgconn.put_copy_data(_STATUS.pack(b"r", f, f, f, now, 1 if reply else 0))
+        f = flushed
+        self.pgconn.put_copy_data(_STATUS.pack(b"r", written, f, f, now, 1 if reply else 0))
         while self.pgconn.flush() == 1:
             select.select([], [self.pgconn.socket], [], 1.0)
-        self._sent_flushed = f
         self._last_status = time.monotonic()
 
     def close(self) -> None:

@@ -114,6 +114,12 @@ class Cluster:
             self.started = False
         shutil.rmtree(self.root, ignore_errors=True)
 
+    def restart(self, mode: str = "fast", timeout: int = 60) -> subprocess.CompletedProcess:
+        """``pg_ctl restart -m mode`` (the same options; waits up to ``timeout`` s); the
+        completed process, whatever its exit code (a test asserts it)."""
+        return self._run("pg_ctl", "-D", str(self.data), "-l", str(self.log), "-m", mode, "-w",
+                         "-t", str(timeout), "restart", check=False)
+
     def __enter__(self) -> Cluster:
         return self.start()
 

@@ -56,7 +56,9 @@ def connect(url: str | None = None, **options: Any) -> SessionBase:
     :func:`~ivm_layer.sessions.postgres.connect_postgres`."""
     import duckdb
 
-    if url is not None and url.startswith(("postgresql://", "postgres://")):
+    from connectors.pgconn import is_postgres_target
+
+    if is_postgres_target(url):
         from .postgres import connect_postgres
 
         return connect_postgres(url, **options)

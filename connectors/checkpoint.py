@@ -1,0 +1,399 @@
+"""Checkpoints of a view's input rows that are safe to read back: typed JSON, no code.
+
+A checkpoint is two files in a private state directory, named by a validated identifier
+(the view's replication slot):
+
+- ``<name>.snap`` — a snapshot, replaced atomically (temp file, fsync, rename): one header
+  line (format version, a random snapshot id, the view's definition, source table OIDs,
+  the LSN it is as of) and lines of up to 4,096 distinct rows ``[table_index, [[row, count], …]]``;
+- ``<name>.log`` — an append-only change log for that snapshot: a header line naming the
+  snapshot id, then one line per applied batch ``{"lsn": …, "changes": {table: [[row, Δk], …]}}``.
+  Appending costs O(changed rows); :meth:`CheckpointStore.sync_log` fsyncs it and returns
+  the LSN that is now durable. A torn last line (a crash mid-write) is ignored on load;
+  a log whose header names another snapshot is ignored. When the log outgrows the
+  snapshot, the caller writes a new snapshot (:meth:`write_snapshot`), which starts an
+  empty log.
+
+Values are encoded with explicit tags, so loading only builds plain values: ``int``,
+``str``, ``bool`` and ``None`` as JSON, and ``["f", hex]`` float (NaN and ±inf exact),
+``["n", text]`` Decimal (NaN, ±Infinity), ``["ts", iso]`` datetime (naive or aware),
+``["d", iso]`` date, ``["t", iso]`` time, ``["iv", days, seconds, µs]`` timedelta,
+``["u", text]`` UUID, ``["b", base64]`` bytes, ``["a", [...]]`` tuple (arrays),
+``["l", [...]]`` list, ``["m", [[k, v], ...]]`` dict, ``["ip", kind, text]`` inet/cidr.
+A value of another type cannot be checkpointed (:class:`CheckpointError`).
+
+The directory is created 0700 and files 0600 (whatever the umask); :func:`private_dir`
+refuses a directory that is not owned by the current user or that others can write, and
+tightens one that others can only read. Files are opened without following symlinks.
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import datetime as _dt
+import decimal
+import ipaddress
+import json
+import os
+import re
+import secrets
+import stat
+import uuid
+from collections.abc import Iterable
+from pathlib import Path
+from typing import Any
+
+from ivm_layer.errors import IVMError
+
+from .pgoutput import canonical_float
+
+FORMAT_VERSION = 2
+SNAPSHOT_CHUNK = 4096           # rows per snapshot line
+NAME = re.compile(r"[a-z0-9_]{1,63}")
+
+
+class CheckpointError(IVMError):
+    """A checkpoint cannot be written or read (unsupported value, unsafe state directory)."""
+
+
+# -- values -----------------------------------------------------------------------------------
+def encode(v: Any) -> Any:
+    """A value → JSON-able data (see the module docstring for the tags)."""
+    if v is None or isinstance(v, str | bool):
+        return v
+    if isinstance(v, int):
+        return v
+    if isinstance(v, float):
+        return ["f", v.hex()]
+    if isinstance(v, decimal.Decimal):
+        return ["n", str(v)]
+    if isinstance(v, _dt.datetime):
+        return ["ts", v.isoformat()]
+    if isinstance(v, _dt.date):
+        return ["d", v.isoformat()]
+    if isinstance(v, _dt.time):
+        return ["t", v.isoformat()]
+    if isinstance(v, _dt.timedelta):
+        return ["iv", v.days, v.seconds, v.microseconds]
+    if isinstance(v, uuid.UUID):
+        return ["u", str(v)]
+    if isinstance(v, bytes | bytearray | memoryview):
+        return ["b", base64.b64encode(bytes(v)).decode()]
+    if isinstance(v, tuple):
+        return ["a", [encode(x) for x in v]]
+    if isinstance(v, list):
+        return ["l", [encode(x) for x in v]]
+    if isinstance(v, dict):
+        return ["m", [[encode(k), encode(x)] for k, x in v.items()]]
+    if isinstance(v, ipaddress.IPv4Interface | ipaddress.IPv6Interface):
+        return ["ip", "i", str(v)]
+    if isinstance(v, ipaddress.IPv4Network | ipaddress.IPv6Network):
+        return ["ip", "n", str(v)]
+    if isinstance(v, ipaddress.IPv4Address | ipaddress.IPv6Address):
+        return ["ip", "a", str(v)]
+    raise CheckpointError(f"cannot checkpoint a value of type {type(v).__name__}")
+
+
+_IP = {"i": ipaddress.ip_interface, "n": ipaddress.ip_network, "a": ipaddress.ip_address}
+
+
+def decode(d: Any) -> Any:
+    """Inverse of :func:`encode`; anything malformed raises :class:`CheckpointError`."""
+    if d is None or isinstance(d, str | bool | int):
+        return d
+    if not (isinstance(d, list) and d and isinstance(d[0], str)):
+        raise CheckpointError(f"malformed checkpoint value {str(d)[:60]!r}")
+    tag = d[0]
+    try:
+        if tag == "f":
+            return canonical_float(float.fromhex(d[1]))
+        if tag == "n":
+            return decimal.Decimal(d[1])
+        if tag == "ts":
+            return _dt.datetime.fromisoformat(d[1])
+        if tag == "d":
+            return _dt.date.fromisoformat(d[1])
+        if tag == "t":
+            return _dt.time.fromisoformat(d[1])
+        if tag == "iv":
+            return _dt.timedelta(days=d[1], seconds=d[2], microseconds=d[3])
+        if tag == "u":
+            return uuid.UUID(d[1])
+        if tag == "b":
+            return base64.b64decode(d[1], validate=True)
+        if tag == "a":
+            return tuple(decode(x) for x in d[1])
+        if tag == "l":
+            return [decode(x) for x in d[1]]
+        if tag == "m":
+            return {_hashable(decode(k)): decode(x) for k, x in d[1]}
+        if tag == "ip":
+            return _IP[d[1]](d[2])
+    except (ValueError, TypeError, IndexError, KeyError, decimal.InvalidOperation) as e:
+        raise CheckpointError(f"malformed checkpoint value {str(d)[:60]!r}: {e}") from None
+    raise CheckpointError(f"unknown checkpoint value tag {tag!r}")
+
+
+def _hashable(k):
+    if isinstance(k, list | dict):
+        raise CheckpointError("malformed checkpoint value: unhashable dict key")
+    return k
+
+
+_PLAIN = (int, str, type(None))
+
+
+def encode_row(row: tuple) -> list:
+    return [v if type(v) in _PLAIN else encode(v) for v in row]
+
+
+def decode_row(d: Any) -> tuple:
+    if type(d) is not list:
+        raise CheckpointError("malformed checkpoint row")
+    return tuple(decode(v) if type(v) is list or type(v) is dict or type(v) is float else v for v in d)
+
+
+# -- the directory ------------------------------------------------------------------------------
+def private_dir(path: Path, create: bool = True) -> Path:
+    """``path`` as a private directory: created 0700 (with missing parents 0700 too);
+    refused when it is a symlink, not owned by this user, or writable by others; tightened
+    to 0700 when others may only read it."""
+    path = Path(path)
+    if create and not path.exists():
+        missing = []
+        p = path
+        while not p.exists():
+            missing.append(p)
+            p = p.parent
+        for d in reversed(missing):
+            with contextlib.suppress(FileExistsError):
+                os.mkdir(d, 0o700)
+            os.chmod(d, 0o700)
+    st = os.lstat(path)
+    if stat.S_ISLNK(st.st_mode) or not stat.S_ISDIR(st.st_mode):
+        raise CheckpointError(f"state directory {path} is not a directory (or is a symlink)")
+    if st.st_uid != os.geteuid():
+        raise CheckpointError(f"state directory {path} belongs to another user (uid {st.st_uid}): "
+                              "use a state_dir of your own")
+    if st.st_mode & 0o022:
+        raise CheckpointError(f"state directory {path} can be written by other users "
+                              f"(mode {stat.S_IMODE(st.st_mode):04o}): its files could be planted; "
+                              f"check it, then chmod 700 {path}")
+    if st.st_mode & 0o077:
+        os.chmod(path, 0o700)
+    return path
+
+
+def _open_private(path: Path) -> int:
+    """Open an existing checkpoint file for reading: a regular file of ours, not a symlink,
+    not writable by others."""
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW)
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode) or st.st_uid != os.geteuid() or st.st_mode & 0o022:
+        os.close(fd)
+        raise CheckpointError(f"checkpoint file {path} is not a private regular file of this user "
+                              f"(mode {stat.S_IMODE(st.st_mode):04o}, uid {st.st_uid})")
+    return fd
+
+
+def _fsync_dir(path: Path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
+class Checkpoint:
+    """What :meth:`CheckpointStore.load` returns."""
+
+    def __init__(self, header: dict, tables: dict[str, dict[tuple, int]], lsn: int):
+        self.header = header
+        self.tables = tables          # table → {row: count}
+        self.lsn = lsn                # snapshot LSN, advanced by the replayed log
+
+
+class CheckpointStore:
+    """The checkpoint files of one view (``name``: a validated identifier) in ``directory``."""
+
+    def __init__(self, directory: Path, name: str):
+        if not NAME.fullmatch(name or ""):
+            raise CheckpointError(f"refusing checkpoint name {name!r}: only a-z, 0-9 and _ (at most 63)")
+        self.dir = Path(directory)
+        self.name = name
+        self.snap_path = self.dir / f"{name}.snap"
+        self.log_path = self.dir / f"{name}.log"
+        self._log = None              # open append handle
+        self._log_id = None
+        self.log_bytes = 0
+        self.snapshot_bytes = 0
+        self.snapshot_rows = 0
+        self._pending_lsn = 0         # appended, not yet fsynced
+
+    # -- writing ---------------------------------------------------------------------------
+    def write_snapshot(self, meta: dict, tables: dict[str, Iterable[tuple[tuple, int]]], lsn: int) -> None:
+        """Atomically replace the snapshot (and start an empty log for it)."""
+        private_dir(self.dir)
+        self.close()
+        sid = secrets.token_hex(8)
+        names = sorted(tables)
+        header = dict(meta, version=FORMAT_VERSION, snapshot=sid, lsn=lsn, tables=names)
+        tmp = self.dir / f".{self.name}.snap.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        try:
+            with os.fdopen(fd, "w", encoding="utf-8") as f:
+                f.write(json.dumps(header) + "\n")
+                n = 0
+                for i, t in enumerate(names):
+                    chunk: list = []
+                    for row, k in tables[t]:
+                        chunk.append([encode_row(row), k])
+                        if len(chunk) == SNAPSHOT_CHUNK:
+                            f.write(json.dumps([i, chunk]) + "\n")
+                            n += len(chunk)
+                            chunk = []
+                    if chunk:
+                        f.write(json.dumps([i, chunk]) + "\n")
+                        n += len(chunk)
+                f.flush()
+                os.fsync(f.fileno())
+                self.snapshot_bytes = f.tell()
+            self.snapshot_rows = n
+            self._new_log(sid)
+            os.replace(tmp, self.snap_path)
+            _fsync_dir(self.dir)
+        except BaseException:
+            with contextlib.suppress(FileNotFoundError):
+                os.unlink(tmp)
+            raise
+        self._pending_lsn = 0
+
+    def _new_log(self, sid: str) -> None:
+        tmp = self.dir / f".{self.name}.log.{secrets.token_hex(4)}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(json.dumps({"version": FORMAT_VERSION, "snapshot": sid}) + "\n")
+            f.flush()
+            os.fsync(f.fileno())
+        os.replace(tmp, self.log_path)
+        self._open_log(sid)
+
+    def _open_log(self, sid: str) -> None:
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_APPEND | os.O_NOFOLLOW)
+        self._log = os.fdopen(fd, "a", encoding="utf-8")
+        self._log_id = sid
+        self.log_bytes = os.fstat(fd).st_size
+
+    def append(self, lsn: int, changes: dict[str, list[tuple[tuple, int]]]) -> None:
+        """Append one applied batch (made durable by :meth:`sync_log`)."""
+        if self._log is None:
+            raise CheckpointError("append() before a snapshot was written or loaded")
+        line = json.dumps({"lsn": lsn, "changes": {t: [[encode_row(r), k] for r, k in rows]
+                                                   for t, rows in changes.items() if rows}}) + "\n"
+        self._log.write(line)
+        self.log_bytes += len(line)
+        self._pending_lsn = lsn
+
+    def sync_log(self) -> int:
+        """fsync the log; return the LSN now durable (0 if nothing was appended since)."""
+        if self._log is None or not self._pending_lsn:
+            return 0
+        self._log.flush()
+        os.fsync(self._log.fileno())
+        lsn, self._pending_lsn = self._pending_lsn, 0
+        return lsn
+
+    def close(self) -> None:
+        if self._log is not None:
+            with contextlib.suppress(OSError):
+                self._log.flush()
+                os.fsync(self._log.fileno())
+            with contextlib.suppress(OSError):
+                self._log.close()
+            self._log = None
+
+    def remove(self) -> None:
+        self.close()
+        for p in (self.snap_path, self.log_path):
+            with contextlib.suppress(FileNotFoundError):
+                p.unlink()
+
+    # -- reading ---------------------------------------------------------------------------
+    def load(self) -> Checkpoint | None:
+        """The snapshot plus its log replayed, or None if there is no snapshot. Raises
+        :class:`CheckpointError` for an unsafe or malformed file."""
+        private_dir(self.dir, create=False) if self.dir.exists() else None
+        try:
+            fd = _open_private(self.snap_path)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            raise CheckpointError(f"cannot open checkpoint {self.snap_path}: {e}") from None
+        tables: dict[str, dict[tuple, int]] = {}
+        with os.fdopen(fd, "r", encoding="utf-8") as f:
+            try:
+                header = json.loads(f.readline())
+                if not isinstance(header, dict) or header.get("version") != FORMAT_VERSION:
+                    raise CheckpointError(f"checkpoint {self.snap_path} has an unknown format")
+                names = header["tables"]
+                lsn = int(header["lsn"])
+                for t in names:
+                    tables[str(t)] = {}
+                for line in f:
+                    i, chunk = json.loads(line)
+                    tab = tables[names[i]]
+                    for row, k in chunk:
+                        tab[decode_row(row)] = int(k)
+                    self.snapshot_rows += len(chunk)
+            except (ValueError, KeyError, TypeError, IndexError) as e:
+                raise CheckpointError(f"checkpoint {self.snap_path} is malformed: {e}") from None
+            self.snapshot_bytes = f.tell()
+        lsn = self._replay(header["snapshot"], tables, lsn)
+        return Checkpoint(header, tables, lsn)
+
+    def _replay(self, sid: str, tables: dict[str, dict[tuple, int]], lsn: int) -> int:
+        try:
+            fd = _open_private(self.log_path)
+        except FileNotFoundError:
+            self._new_log(sid)
+            return lsn
+        except OSError as e:
+            raise CheckpointError(f"cannot open checkpoint log {self.log_path}: {e}") from None
+        good = 0
+        with os.fdopen(fd, "r", encoding="utf-8") as f:
+            first = f.readline()
+            try:
+                head = json.loads(first)
+            except ValueError:
+                head = None
+            if not isinstance(head, dict) or head.get("snapshot") != sid:
+                self._new_log(sid)            # a log of another snapshot: not ours to replay
+                return lsn
+            good = len(first.encode())
+            for line in f:
+                if not line.endswith("\n"):
+                    break                     # torn last line: never acknowledged
+                try:
+                    entry = json.loads(line)
+                    batch_lsn = int(entry["lsn"])
+                    for t, rows in entry["changes"].items():
+                        cur = tables.setdefault(t, {})
+                        for row, k in rows:
+                            r = decode_row(row)
+                            n = cur.get(r, 0) + int(k)
+                            if n:
+                                cur[r] = n
+                            else:
+                                cur.pop(r, None)
+                except (ValueError, KeyError, TypeError, AttributeError) as e:
+                    raise CheckpointError(f"checkpoint log {self.log_path} is malformed: {e}") from None
+                lsn = max(lsn, batch_lsn)
+                good += len(line.encode())
+        fd = os.open(self.log_path, os.O_WRONLY | os.O_NOFOLLOW)   # drop a torn tail before appending
+        try:
+            os.ftruncate(fd, good)
+        finally:
+            os.close(fd)
+        self._open_log(sid)
+        return lsn
