@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import datetime as _dt
+import logging
 import queue
 import time
 import warnings
@@ -21,6 +22,7 @@ from connectors.pgconn import ConnectionLostError
 from connectors.pgoutput import Transaction, lsn_str
 
 from ..errors import IVMError
+from .pg_compile import compile_engine_view
 from .pg_served import apply_change
 from .pg_state import (
     SYNC_PREFIX,
@@ -33,6 +35,8 @@ from .pg_state import (
 from .pg_stream import ReplicationError
 
 BATCH_TRANSACTIONS = 5000
+
+log = logging.getLogger("ivm_layer.sessions")
 
 
 class StreamApplier:
@@ -140,7 +144,9 @@ class StreamApplier:
                     lsn: int) -> None:
         batch = {t: [(r, k) for r, k in c.items() if k] for t, c in delta.items()}
         batch = {t: rows for t, rows in batch.items() if rows}
-        if vs.materialized and lsn > vs.table_lsn:
+        if vs.static & batch.keys():
+            self.rebuild(vs, batch, table_delta, lsn)
+        elif vs.materialized and lsn > vs.table_lsn:
             if table_delta == delta:
                 change = vs.view.diff(batch) if batch else []
             else:
@@ -177,6 +183,35 @@ class StreamApplier:
         vs.applied_lsn = lsn
         if batch:
             vs.version += 1
+
+    def rebuild(self, vs: PgView, batch: dict, table_delta: dict, lsn: int) -> None:
+        """A static table of ``vs`` changed: the engine view is compiled again and loaded from
+        the base rows after the batch (static tables first), O(N); a MATERIALIZED view's table
+        gets the difference, a served view's TEMP table is made again at its next read."""
+        old = dict(vs.view.rows())
+        base = {t: Counter(c) for t, c in vs.base.items()}
+        for t, rows in batch.items():
+            c = base.setdefault(t, Counter())
+            for r, k in rows:
+                c[r] += k
+        view = compile_engine_view(vs.stmt, vs.schema, self.ctx.dialect)
+        for first in (True, False):
+            part = {t: [(r, k) for r, k in c.items() if k] for t, c in base.items()
+                    if (t in vs.static) == first}
+            part = {t: rows for t, rows in part.items() if rows}
+            if part:
+                view.apply(part)
+        vs.view = view
+        vs.rebuilds += 1
+        log.info("incremental view %s rebuilt: a static table changed (rebuild %d)", vs.name, vs.rebuilds)
+        if vs.served is not None:
+            vs.served.drop()
+        if vs.materialized and lsn > vs.table_lsn:
+            new = dict(view.rows())
+            change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
+            change += [(r, -k) for r, k in old.items() if r not in new]
+            self.write_table(vs, change, lsn)
+            vs.table_lsn = lsn
 
     def write_table(self, vs: PgView, change: list[tuple[tuple, int]], lsn: int) -> None:
         """The view change and ``ivm.progress`` in one PostgreSQL transaction. When the

@@ -39,6 +39,14 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
     return used
 
 
+def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
+    """The engine view of a definition, with its static tables (``WITH (static = …)``)."""
+    static = tuple(getattr(st, "static", ()) or ())
+    if static:
+        return compile_view(st.select_sql, schema, dialect=dialect, static=static)
+    return compile_view(st.select_sql, schema, dialect=dialect)
+
+
 def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None = None) -> PgView:
     """The engine view, output columns/types, slot and checkpoint store of a definition."""
     import psycopg
@@ -48,7 +56,10 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
     # a table read for its row count only (COUNT(*)) has no used column: the engine sees
     # one constant column, so that no ALTER TABLE of it can stop the view
     schema = {t: {c: typ for c, _, typ in cols} or {UNIT_COLUMN: "integer"} for t, cols in used.items()}
-    view = compile_view(st.select_sql, schema, dialect=ctx.dialect)
+    view = compile_engine_view(st, schema, ctx.dialect)
+    if getattr(view, "params", None):
+        raise SQLError(f"incremental view {st.name!r} has inputs ({', '.join(view.params)}): parameterized "
+                       "views are read through DuckDB sessions and compile_view(...).lookup() for now")
     try:
         cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
     except psycopg.errors.InsufficientPrivilege as e:
@@ -67,6 +78,7 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
         raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
     slot = slot or slot_name(ctx.db, ctx.session, st.name)
     vs = PgView(st, view, list(used), used, columns, types, slot)
+    vs.schema = schema
     vs.store = CheckpointStore(ctx.state_dir, slot)
     if not st.materialized:
         vs.served = ServedTable(st.name, columns, types)

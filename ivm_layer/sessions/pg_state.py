@@ -122,6 +122,12 @@ class PgView(ViewStateBase):
     col_index: dict[str, list[int]] = field(default_factory=dict)   # relation column positions
     oids: dict[str, int] = field(default_factory=dict)              # source table OIDs
     subscribers: list = field(default_factory=list)
+    rebuilds: int = 0                       # rebuilds after changes of the view's static tables
+    schema: dict = field(default_factory=dict)    # the engine schema it was compiled with
+
+    @property
+    def static(self) -> set[str]:
+        return set(getattr(self.stmt, "static", ()) or ())
 
     def stop_reader(self) -> None:
         if self.reader is not None:

@@ -37,7 +37,10 @@ class EngineValueError(IVMError):
 def engine_load(vs: PgView) -> None:
     """The view's base rows into its engine view; an engine failure is a clear error."""
     try:
-        vs.view.apply({t: list(c.items()) for t, c in vs.base.items()})
+        for first in (True, False):  # static tables before the others (paper 003)
+            part = {t: list(c.items()) for t, c in vs.base.items() if c and (t in vs.static) == first}
+            if part:
+                vs.view.apply(part)
     except IVMError:
         raise
     except Exception as e:  # noqa: BLE001 - reported in the user's terms
