@@ -10,14 +10,15 @@ memory: the nested views' state plus the outer view's copy of the derived rows.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import IVMError, UpdateError
+from .composite import CompositeView
 from .view import Change, Prepared, base_rows_of
 
 
-class NestedView:
+class NestedView(CompositeView):
     """An outer view fed by nested views through derived relations (View API)."""
 
     def __init__(self, nested: list[tuple[str, Any]], outer: Any, sql: str = ""):
@@ -84,18 +85,6 @@ class NestedView:
     def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
         return self.outer.lookup(**inputs)
 
-    def insert(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, 1)]})
-
-    def delete(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, -1)]})
-
-    def apply(self, batch: Mapping) -> None:
-        self.commit(self.prepare(batch))
-
-    def diff(self, batch: Mapping) -> Change:
-        return self.commit(self.prepare(batch), want_change=True)
-
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one: prepare the nested views and validate the outer view's base-table part."""
         if not isinstance(batch, Mapping):
@@ -139,12 +128,3 @@ class NestedView:
             for cb in list(self._subscribers):
                 cb(list(change))
         return change if want_change else None
-
-    def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe

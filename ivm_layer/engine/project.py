@@ -13,16 +13,17 @@ after the join, so the inner view maintains join results the filter then drops.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError, UpdateError
 from ..query import ProjectionSpec
 from .scalar import compile_condition, compile_scalar
+from .composite import CompositeView
 from .view import Change, Prepared, View
 
 
-class ProjectView:
+class ProjectView(CompositeView):
     """A view whose rows are computed from an inner view's rows (same API as :class:`View`)."""
 
     def __init__(self, inner: View, spec: ProjectionSpec, sql: str = ""):
@@ -94,30 +95,10 @@ class ProjectView:
                 raise ConcurrentModificationError(
                     "the view was updated while this enumeration was open; take list(view.rows()) first")
 
-    def __iter__(self) -> Iterator[tuple]:
-        for row, k in self.rows():
-            for _ in range(k):
-                yield row
-
     def __len__(self) -> int:
         return len(self._counts) if self.spec.distinct else self._total
 
-    def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
-        raise IVMError("this view has no input parameters (parameterized views are not supported yet)")
-
     # -- writing ------------------------------------------------------------------------
-    def insert(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, 1)]})
-
-    def delete(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, -1)]})
-
-    def apply(self, batch: Mapping) -> None:
-        self.commit(self.prepare(batch))
-
-    def diff(self, batch: Mapping) -> Change:
-        return self.commit(self.prepare(batch), want_change=True)
-
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one (see :meth:`View.prepare`): validate; raises, changes nothing."""
         return Prepared(self, self._version, self.inner.prepare(batch))
@@ -162,15 +143,6 @@ class ProjectView:
             elif before > 0 and after == 0:
                 out.append((row, -1))
         return out
-
-    def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
 
 
 def _show(e: tuple) -> str:

@@ -11,14 +11,15 @@ count per subquery key.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError, UpdateError
+from .composite import CompositeView
 from .view import Change, Prepared, base_rows_of
 
 
-class SemiJoinView:
+class SemiJoinView(CompositeView):
     """A view filtered by a (correlated) subquery condition (View API)."""
 
     def __init__(self, mode: str, left: Any, right: Any, nkeys: int, columns: list[str],
@@ -99,30 +100,10 @@ class SemiJoinView:
                 raise ConcurrentModificationError(
                     "the view was updated while this enumeration was open; take list(view.rows()) first")
 
-    def __iter__(self) -> Iterator[tuple]:
-        for row, k in self.rows():
-            for _ in range(k):
-                yield row
-
     def __len__(self) -> int:
         return len(self._counts) if self._distinct else self._total
 
-    def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
-        raise IVMError("this view has no input parameters (parameterized views are not supported yet)")
-
     # -- writing ------------------------------------------------------------------------
-    def insert(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, 1)]})
-
-    def delete(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, -1)]})
-
-    def apply(self, batch: Mapping) -> None:
-        self.commit(self.prepare(batch))
-
-    def diff(self, batch: Mapping) -> Change:
-        return self.commit(self.prepare(batch), want_change=True)
-
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one: split the batch between the outer and the subquery view and prepare both."""
         if not isinstance(batch, Mapping):
@@ -235,12 +216,3 @@ class SemiJoinView:
             for cb in list(self._subscribers):
                 cb(list(result))
         return result if want_change else None
-
-    def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe

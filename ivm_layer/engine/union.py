@@ -11,10 +11,11 @@ the tables that branch reads.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError, UpdateError
+from .composite import CompositeView
 from .view import Change, Prepared, base_rows_of
 
 _MULT: dict[tuple[str, bool], Callable[[int, int], int]] = {
@@ -27,7 +28,7 @@ _MULT: dict[tuple[str, bool], Callable[[int, int], int]] = {
 }
 
 
-class SetOpView:
+class SetOpView(CompositeView):
     """``left <kind> [ALL] right`` maintained from the branches' changes (View API)."""
 
     def __init__(self, kind: str, all_: bool, left: Any, right: Any, columns: list[str], sql: str = ""):
@@ -102,30 +103,10 @@ class SetOpView:
                 raise ConcurrentModificationError(
                     "the view was updated while this enumeration was open; take list(view.rows()) first")
 
-    def __iter__(self) -> Iterator[tuple]:
-        for row, k in self.rows():
-            for _ in range(k):
-                yield row
-
     def __len__(self) -> int:
         return self._total
 
-    def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
-        raise IVMError("this view has no input parameters (parameterized views are not supported yet)")
-
     # -- writing ------------------------------------------------------------------------
-    def insert(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, 1)]})
-
-    def delete(self, table: str, row: Iterable[Any]) -> None:
-        self.apply({table: [(row, -1)]})
-
-    def apply(self, batch: Mapping) -> None:
-        self.commit(self.prepare(batch))
-
-    def diff(self, batch: Mapping) -> Change:
-        return self.commit(self.prepare(batch), want_change=True)
-
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one: split the batch by branch and prepare each branch (raises, changes nothing)."""
         if not isinstance(batch, Mapping):
@@ -174,12 +155,3 @@ class SetOpView:
             for cb in list(self._subscribers):
                 cb(list(out))
         return out if want_change else None
-
-    def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
