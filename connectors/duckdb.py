@@ -37,6 +37,8 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from .sqltext import skip_literal
+
 SCHEMA = "ivm"
 _WRAP = 1 << 64
 STAGE = "_ivm_copy_stage"
@@ -207,17 +209,9 @@ def _top_level(text: str) -> list[tuple[str, int, int]]:
     depth, i, n = 0, 0, len(text)
     while i < n:
         c = text[i]
-        if c in "'\"":
-            j = text.find(c, i + 1)
-            while j != -1 and j + 1 < n and text[j + 1] == c:
-                j = text.find(c, j + 2)
-            i = n if j == -1 else j + 1
-        elif text.startswith("--", i):
-            j = text.find("\n", i)
-            i = n if j == -1 else j + 1
-        elif text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = n if j == -1 else j + 2
+        end = skip_literal(text, i)
+        if end is not None:
+            i = end
         elif c == "(":
             depth += 1
             i += 1
@@ -283,22 +277,11 @@ def _count_marks(text: str) -> int:
     """``?`` parameter marks outside quotes and comments."""
     n, i, size = 0, 0, len(text)
     while i < size:
-        c = text[i]
-        if c in "'\"":
-            j = text.find(c, i + 1)
-            while j != -1 and j + 1 < size and text[j + 1] == c:
-                j = text.find(c, j + 2)
-            i = size if j == -1 else j + 1
+        end = skip_literal(text, i)
+        if end is not None:
+            i = end
             continue
-        if text.startswith("--", i):
-            j = text.find("\n", i)
-            i = size if j == -1 else j + 1
-            continue
-        if text.startswith("/*", i):
-            j = text.find("*/", i + 2)
-            i = size if j == -1 else j + 2
-            continue
-        n += c == "?"
+        n += text[i] == "?"
         i += 1
     return n
 

@@ -146,9 +146,11 @@ class DuckViews:
         over incremental views reads their definitions as WITH items (select–project–join ones
         are inlined, others become nested views), so it is maintained from the same base-table
         changes as they are."""
-        depends = [t for t in st.tables if t in self.views]
+        # a stopped catalog row never hides a table of the same name
+        depends = [t for t in st.tables if t in self.views
+                   and (self.views[t].error is None or duck.table_columns(self.conn, t) is None)]
         sql = st.select_sql
-        tables = [t for t in st.tables if t not in self.views]
+        tables = [t for t in st.tables if t not in depends]
         for d in depends:
             vs = self.healthy(self.views[d])
             if is_parameterized(vs.view):

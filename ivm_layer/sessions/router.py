@@ -35,6 +35,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from connectors.sqltext import skip_literal
+
 _SKIP = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
 _NAME = re.compile(rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?(?:\s*\.\s*({_IDENT}))?")
@@ -242,28 +244,11 @@ def split(sql: str) -> list[str]:
     start = 0
     i, n = 0, len(sql)
     while i < n:
-        c = sql[i]
-        if c in "'\"":
-            j = sql.find(c, i + 1)
-            while j != -1 and j + 1 < n and sql[j + 1] == c:  # doubled quote
-                j = sql.find(c, j + 2)
-            i = n if j == -1 else j + 1
+        end = skip_literal(sql, i)
+        if end is not None:
+            i = end
             continue
-        if c == "-" and sql.startswith("--", i):
-            j = sql.find("\n", i)
-            i = n if j == -1 else j + 1
-            continue
-        if c == "/" and sql.startswith("/*", i):
-            j = sql.find("*/", i + 2)
-            i = n if j == -1 else j + 2
-            continue
-        if c == "$":
-            m = re.match(r"\$([A-Za-z_]\w*)?\$", sql[i:])
-            if m:
-                j = sql.find(m.group(0), i + len(m.group(0)))
-                i = n if j == -1 else j + len(m.group(0))
-                continue
-        if c == ";":
+        if sql[i] == ";":
             part = sql[start:i].strip()
             if part and _SKIP.match(part).end() < len(part):
                 out.append(part)
