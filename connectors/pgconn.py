@@ -79,6 +79,41 @@ def normalize(text: str) -> str:
     return out
 
 
+class PostgresError(IVMError):
+    """A PostgreSQL-side failure of the connector (connection, slot, replication protocol).
+    ``sqlstate`` is the server's error code when there is one."""
+
+    def __init__(self, message: str, sqlstate: str | None = None):
+        super().__init__(message)
+        self.sqlstate = sqlstate
+
+
+class ConnectionLost(PostgresError):
+    """The connection went away or the server cannot take one right now (shutdown, restart,
+    ``pg_terminate_backend``, a slot still held by a walsender that is exiting): worth
+    retrying with a new connection."""
+
+
+# errors that a new connection attempt will not cure: bad credentials, no such database or
+# slot, missing privileges
+FATAL_SQLSTATES = {"28000", "28P01", "3D000", "42704", "42501", "42P01", "55000"}
+
+
+def is_retryable(err: BaseException) -> bool:
+    """True for a lost connection or a server that is shutting down / starting up."""
+    import psycopg
+
+    if isinstance(err, ConnectionLost):
+        return True
+    if isinstance(err, PostgresError):
+        return err.sqlstate is not None and err.sqlstate not in FATAL_SQLSTATES and (
+            err.sqlstate.startswith(("08", "57")) or err.sqlstate == "55006")
+    if isinstance(err, psycopg.OperationalError | OSError):
+        state = getattr(err, "sqlstate", None)
+        return state not in FATAL_SQLSTATES
+    return False
+
+
 def redact(text: str) -> str:
     """The target for messages: URL userinfo and ``password`` parameters replaced by ``***``."""
     out = re.sub(r"(://[^/@?#]*?:)[^@/?#]*@", r"\1***@", text)
@@ -161,8 +196,6 @@ class ControlConnection:
         return self.conn
 
     def reconnect(self) -> None:
-        from connectors.postgres import PostgresError, is_retryable
-
         with contextlib.suppress(Exception):
             self.conn.close()
         deadline = time.monotonic() + self.retry_seconds

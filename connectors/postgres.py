@@ -36,8 +36,8 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ivm_layer.errors import IVMError
-
+from .pgconn import FATAL_SQLSTATES, ConnectionLost, PostgresError, is_retryable, redact_text  # noqa: F401 (re-exported)
+from .pgconn import redact as redact_target
 from .pgoutput import PG_EPOCH, ValueDecoder, parse_lsn
 
 SESSION_OPTIONS = "-c DateStyle=ISO -c IntervalStyle=postgres -c extra_float_digits=1"
@@ -46,41 +46,6 @@ CONNECT_TIMEOUT = 10     # seconds, unless the target or PGCONNECT_TIMEOUT says 
 _KEEPALIVE = struct.Struct("!QQB")
 _XLOGDATA = struct.Struct("!QQQ")
 _STATUS = struct.Struct("!cQQQQB")
-
-
-class PostgresError(IVMError):
-    """A PostgreSQL-side failure of the connector (connection, slot, replication protocol).
-    ``sqlstate`` is the server's error code when there is one."""
-
-    def __init__(self, message: str, sqlstate: str | None = None):
-        super().__init__(message)
-        self.sqlstate = sqlstate
-
-
-class ConnectionLost(PostgresError):
-    """The connection went away or the server cannot take one right now (shutdown, restart,
-    ``pg_terminate_backend``, a slot still held by a walsender that is exiting): worth
-    retrying with a new connection."""
-
-
-# errors that a new connection attempt will not cure: bad credentials, no such database or
-# slot, missing privileges
-_FATAL_SQLSTATES = {"28000", "28P01", "3D000", "42704", "42501", "42P01", "55000"}
-
-
-def is_retryable(err: BaseException) -> bool:
-    """True for a lost connection or a server that is shutting down / starting up."""
-    import psycopg
-
-    if isinstance(err, ConnectionLost):
-        return True
-    if isinstance(err, PostgresError):
-        return err.sqlstate is not None and err.sqlstate not in _FATAL_SQLSTATES and (
-            err.sqlstate.startswith(("08", "57")) or err.sqlstate == "55006")
-    if isinstance(err, psycopg.OperationalError | OSError):
-        state = getattr(err, "sqlstate", None)
-        return state not in _FATAL_SQLSTATES
-    return False
 
 
 def quote_ident(name: str) -> str:
@@ -128,15 +93,11 @@ def with_session_options(target: str) -> str:
 
 def redact(url: str) -> str:
     """The URL or conninfo string without its password (see :func:`connectors.pgconn.redact`)."""
-    from .pgconn import redact as _redact_target
-
-    return _redact_target(url)
+    return redact_target(url)
 
 
 def redact_error(err: BaseException, url: str) -> str:
     """A library error's text with any password of ``url`` (or any ``password=`` field) removed."""
-    from .pgconn import redact_text
-
     return redact_text(str(err).strip(), url)
 
 
@@ -489,7 +450,7 @@ class ReplicationStream:
                 msg = (res.error_message if res is not None else b"").decode(errors="replace").strip()
                 state = res.error_field(pq.DiagnosticField.SQLSTATE) if res is not None else None
                 state = state.decode() if state else None
-                cls = PostgresError if state in _FATAL_SQLSTATES else ConnectionLost
+                cls = PostgresError if state in FATAL_SQLSTATES else ConnectionLost
                 raise cls(f"replication stream ended: {msg or 'the server ended the copy stream'}", state)
             got = True
             b = bytes(buf)

@@ -14,7 +14,7 @@ import pytest
 from ivm_layer.errors import IVMError
 from ivm_layer.pipeline.cli import build_parser, config_from_args
 from ivm_layer.pipeline.config import ConfigError, parse_trigger
-from ivm_layer.pipeline.runner import batch_changes
+from ivm_layer.pipeline.state import batch_changes
 from ivm_layer.pipeline.shards import (
     ViewRouter,
     grid_shares,

@@ -213,7 +213,7 @@ def make_processor(routers: list[ViewRouter], ckpt: str, snapshot_every: int):
         def handleInputRows(self, key, rows, timerValues):
             import pandas as pd
 
-            from .runner import batch_changes
+            from .state import batch_changes
 
             k = int(key[0])
             n, st = self._engine(k)

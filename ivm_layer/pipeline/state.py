@@ -98,6 +98,26 @@ def consolidate(items: Iterable[tuple[str, tuple, int]]) -> Changes:
     return {t: d for t, d in out.items() if d}
 
 
+def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
+    """Source rows ``(lsn, seq, tbl, sign, row)`` in stream order → ``{table: {row: k}}``;
+    ``sign == 0`` is a TRUNCATE of ``tbl`` at that point (relative to ``base``, the rows
+    before the batch)."""
+    out: Changes = {}
+    for _lsn, _seq, table, sign, row in rows:
+        d = out.setdefault(table, {})
+        if sign == 0:  # everything present now (base + pending) goes away
+            d.clear()
+            for r, k in (base.get(table) or {}).items():
+                d[r] = -k
+            continue
+        n = d.get(row, 0) + sign
+        if n:
+            d[row] = n
+        else:
+            del d[row]
+    return {t: d for t, d in out.items() if d}
+
+
 class EngineState:
     """Base-row multisets plus the compiled views over them."""
 
