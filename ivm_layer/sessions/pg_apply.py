@@ -304,41 +304,6 @@ class StreamApplier:
         vs.reader.acknowledge(ack)
 
     # -- lag and sources ----------------------------------------------------------------------
-    def describe(self, vs: PgView) -> str:
-        """The view's plan plus its replication state (slot, positions, lag, reconnects, stop)."""
-        lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
-        lag_b, lag_s = self.lag(vs, lag)
-        lines = [vs.view.explain(), "", f"replication slot {vs.slot}"
-                 + (f" (active: {lag.active}, WAL retained: {lag.retained_bytes:,} bytes, "
-                    f"acknowledged {lsn_str(lag.confirmed_flush_lsn)})" if lag else " (missing!)"),
-                 f"applied through {lsn_str(vs.applied_lsn)}; checkpoint {lsn_str(vs.checkpoint_lsn)}"
-                 + (f"; table {lsn_str(vs.table_lsn)}" if vs.materialized else ""),
-                 f"lag: {lag_b:,} bytes, {lag_s:.3f} s"]
-        if vs.reader is not None and vs.reader.reconnects:
-            lines.append(f"reconnected {vs.reader.reconnects} time(s)")
-        if vs.error is not None:
-            lines.append(f"STOPPED: {vs.error}")
-        return "\n".join(lines)
-
-    def lag(self, vs: PgView, slot: pgc.SlotLag | None) -> tuple[int, float]:
-        """(bytes, seconds) behind. Bytes: the server's WAL position minus ours, where ours is
-        the last applied transaction or, with nothing queued, how far the walsender has
-        decoded (WAL of other tables counts as consumed). Seconds: the age of the oldest
-        received but unapplied transaction."""
-        if slot is None:
-            return 0, 0.0
-        q = vs.reader.out if vs.reader else None
-        pos = vs.applied_lsn
-        if q is not None and q.empty() and vs.reader is not None:
-            pos = max(pos, vs.reader.received_lsn, slot.sent_lsn or 0)
-        lag_b = max(0, slot.current_lsn - pos)
-        lag_s = 0.0
-        if q is not None and not q.empty():
-            with contextlib.suppress(IndexError, AttributeError):
-                first = q.queue[0]
-                lag_s = max(0.0, (_dt.datetime.now(_dt.UTC) - first.commit_time).total_seconds())
-        return lag_b, lag_s
-
     def check_lag(self) -> None:
         now = time.monotonic()
         if now - self.last_lag_check < 10.0 or not self.ctx.views:
@@ -381,3 +346,39 @@ class StreamApplier:
                         "(ALTER PUBLICATION or DROP PUBLICATION behind the session's back): its changes "
                         "would be missed; drop and re-create the view"))
                     break
+
+
+def describe(ctx: PgContext, vs: PgView) -> str:
+    """The view's plan plus its replication state (slot, positions, lag, reconnects, stop)."""
+    lag = pgc.slot_lag(ctx.ctl, vs.slot)
+    lag_b, lag_s = view_lag(vs, lag)
+    lines = [vs.view.explain(), "", f"replication slot {vs.slot}"
+             + (f" (active: {lag.active}, WAL retained: {lag.retained_bytes:,} bytes, "
+                f"acknowledged {lsn_str(lag.confirmed_flush_lsn)})" if lag else " (missing!)"),
+             f"applied through {lsn_str(vs.applied_lsn)}; checkpoint {lsn_str(vs.checkpoint_lsn)}"
+             + (f"; table {lsn_str(vs.table_lsn)}" if vs.materialized else ""),
+             f"lag: {lag_b:,} bytes, {lag_s:.3f} s"]
+    if vs.reader is not None and vs.reader.reconnects:
+        lines.append(f"reconnected {vs.reader.reconnects} time(s)")
+    if vs.error is not None:
+        lines.append(f"STOPPED: {vs.error}")
+    return "\n".join(lines)
+
+def view_lag(vs: PgView, slot: pgc.SlotLag | None) -> tuple[int, float]:
+    """(bytes, seconds) behind. Bytes: the server's WAL position minus ours, where ours is
+    the last applied transaction or, with nothing queued, how far the walsender has
+    decoded (WAL of other tables counts as consumed). Seconds: the age of the oldest
+    received but unapplied transaction."""
+    if slot is None:
+        return 0, 0.0
+    q = vs.reader.out if vs.reader else None
+    pos = vs.applied_lsn
+    if q is not None and q.empty() and vs.reader is not None:
+        pos = max(pos, vs.reader.received_lsn, slot.sent_lsn or 0)
+    lag_b = max(0, slot.current_lsn - pos)
+    lag_s = 0.0
+    if q is not None and not q.empty():
+        with contextlib.suppress(IndexError, AttributeError):
+            first = q.queue[0]
+            lag_s = max(0.0, (_dt.datetime.now(_dt.UTC) - first.commit_time).total_seconds())
+    return lag_b, lag_s

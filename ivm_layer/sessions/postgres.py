@@ -58,7 +58,7 @@ from ..sql.statements import (
 )
 from . import reads
 from .core import Cursor, SessionBase
-from .pg_apply import StreamApplier
+from .pg_apply import StreamApplier, describe, view_lag
 from .pg_state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -229,7 +229,7 @@ class PostgresSession(SessionBase):
     def _explain(self, name: str) -> str:
         self._check_open()
         vs = self._state(name)
-        return self.applier.describe(vs)
+        return describe(self.ctx, vs)
 
     def tables(self) -> dict[str, list[str]]:
         """Tables and views of the ``public`` schema and the incremental views, with columns."""
@@ -394,7 +394,7 @@ class PostgresSession(SessionBase):
 
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
         with pgconn.driver_errors(self._target):
-            return self.applier.lag(vs, pgc.slot_lag(self.ctx.ctl, vs.slot))
+            return view_lag(vs, pgc.slot_lag(self.ctx.ctl, vs.slot))
 
     @staticmethod
     def _check_stopped(vs: PgView) -> None:
