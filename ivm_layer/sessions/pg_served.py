@@ -41,16 +41,28 @@ def thaw(v):
     return v
 
 
+def array_columns(types: list[str]) -> list[int]:
+    """Positions of the array-typed columns (their values are tuples in the engine)."""
+    return [i for i, t in enumerate(types) if t.endswith("]")]
+
+
+def thaw_row(row: tuple, arrays: list[int]) -> tuple:
+    """A view row as psycopg returns it: the array values at ``arrays`` as lists."""
+    if not arrays:
+        return row
+    out = list(row)
+    for i in arrays:
+        if out[i] is not None:
+            out[i] = thaw(out[i])
+    return tuple(out)
+
+
 def copy_rows(conn, target: str, pairs: Iterable[tuple[tuple, int]], types: list[str]) -> None:
     """COPY ``(row, k)`` pairs (k copies each) into ``target``; array values go back as lists."""
-    arrays = [i for i, t in enumerate(types) if t.endswith("]")]
+    arrays = array_columns(types)
     with conn.cursor().copy(f"COPY {target} FROM STDIN") as cp:
         for row, k in pairs:
-            if arrays:
-                row = list(row)
-                for i in arrays:
-                    if row[i] is not None:
-                        row[i] = thaw(row[i])
+            row = thaw_row(row, arrays)
             for _ in range(k):
                 cp.write_row(row)
 

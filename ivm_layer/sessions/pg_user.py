@@ -15,7 +15,7 @@ from connectors.pgconn import ConnectionLostError, ControlConnection
 from ..errors import IVMError, SQLError
 from . import reads
 from .core import Cursor
-from .pg_served import star_target, thaw
+from .pg_served import array_columns, star_target, thaw_row
 from .pg_state import PgView
 
 COPY_STDIO = re.compile(r"^\s*COPY\b.*\b(FROM\s+STDIN|TO\s+STDOUT)\b", re.IGNORECASE | re.DOTALL)
@@ -171,15 +171,10 @@ class UserConnection:
 
 def expand(pairs, limit: int | None, types: list[str]):
     """Rows of ``(row, k)`` pairs (k copies each), at most ``limit``, arrays as lists."""
-    arrays = [i for i, t in enumerate(types) if t.endswith("]")]
+    arrays = array_columns(types)
     n = 0
     for row, k in pairs:
-        if arrays:
-            row = list(row)
-            for i in arrays:
-                if row[i] is not None:
-                    row[i] = thaw(row[i])
-            row = tuple(row)
+        row = thaw_row(row, arrays)
         for _ in range(k):
             if limit is not None and n >= limit:
                 return
