@@ -176,3 +176,35 @@ def test_an_idle_view_lets_its_slot_advance(pg_url, tmp_path):
     assert sorted(r for r, _ in s.view("v").rows()) == [(1,), (2,)]
     s.close(drop=True)
     w.close()
+
+
+def test_a_raising_subscriber_stops_nothing(pg_url, tmp_path):
+    """Subscribers hear each committed change once; one that raises becomes a SubscriberWarning
+    and the view keeps following the stream."""
+    import psycopg
+
+    import ivm_layer
+    from ivm_layer.sessions.core import SubscriberWarning
+
+    w = psycopg.connect(pg_url, autocommit=True)
+    w.execute("CREATE TABLE sub_t (a int)")
+    s = ivm_layer.connect(pg_url, state_dir=tmp_path / "st", set_replica_identity=True)
+    s.execute("CREATE INCREMENTAL VIEW sub_v AS SELECT a FROM sub_t WHERE a > 0")
+    heard = []
+
+    def bad(change):
+        heard.append(change)
+        raise RuntimeError("subscriber bug")
+
+    s.subscribe("sub_v", bad)
+    w.execute("INSERT INTO sub_t VALUES (1), (2), (-3)")
+    with pytest.warns(SubscriberWarning, match="subscriber bug"):
+        s.sync()
+    assert sorted(heard[0]) == [((1,), 1), ((2,), 1)]
+    w.execute("INSERT INTO sub_t VALUES (4)")
+    with pytest.warns(SubscriberWarning):
+        s.sync()
+    assert sorted(r for r, _ in s.view("sub_v").rows()) == [(1,), (2,), (4,)]
+    assert s.info("sub_v")[0].kind == "incremental"
+    s.close(drop=True)
+    w.close()

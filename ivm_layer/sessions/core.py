@@ -166,16 +166,7 @@ class SessionBase:
     def _notify(self, pending: dict) -> None:
         """Run session subscribers with each view's consolidated change (after a commit)."""
         for vs, change in pending.items():
-            rows = [(r, k) for r, k in change.items() if k]
-            if not rows:
-                continue
-            for cb in list(vs.subscribers):
-                try:
-                    cb(list(rows))
-                except Exception as e:  # a subscriber's bug must not undo a committed change
-                    warnings.warn(SubscriberWarning(
-                        f"a subscriber of view {vs.name!r} raised {type(e).__name__}: {e} "
-                        "(the change is committed and applied to the view)"), stacklevel=3)
+            notify(vs, [(r, k) for r, k in change.items() if k])
         pending.clear()
 
     def close(self) -> None:  # pragma: no cover - every session overrides it
@@ -204,6 +195,21 @@ class SessionBase:
         if vs is None:
             raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
         return vs
+
+
+def notify(vs, change: list[tuple[tuple, int]]) -> None:
+    """Tell the session subscribers of view state ``vs`` about a committed ``change``; an
+    exception a subscriber raises becomes a :class:`SubscriberWarning` (a subscriber's bug must
+    not undo or stop anything)."""
+    if not change:
+        return
+    for cb in list(vs.subscribers):
+        try:
+            cb(list(change))
+        except Exception as e:  # noqa: BLE001
+            warnings.warn(SubscriberWarning(
+                f"a subscriber of view {vs.name!r} raised {type(e).__name__}: {e} "
+                "(the change is committed and applied to the view)"), stacklevel=4)
 
 
 def dedupe_names(names: list[str]) -> list[str]:

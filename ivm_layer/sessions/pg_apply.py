@@ -22,6 +22,7 @@ from connectors.pgconn import ConnectionLostError
 from connectors.pgoutput import Transaction, lsn_str
 
 from ..errors import IVMError
+from .core import notify
 from .pg_compile import compile_engine_view
 from .pg_served import apply_change
 from .pg_state import (
@@ -162,9 +163,13 @@ class StreamApplier:
                 change = vs.view.diff(late) if late else []
             self.write_table(vs, change, lsn)
             vs.table_lsn = lsn
+            notify(vs, change)
         elif batch:
-            if vs.served is not None and vs.served.wants_changes:
-                vs.served.add(vs.view.diff(batch))     # the TEMP table catches up by the change
+            if (vs.served is not None and vs.served.wants_changes) or vs.subscribers:
+                change = vs.view.diff(batch)
+                if vs.served is not None and vs.served.wants_changes:
+                    vs.served.add(change)              # the TEMP table catches up by the change
+                notify(vs, change)                     # committed in PostgreSQL already
             else:
                 vs.view.apply(batch)
         for t, rows in batch.items():
@@ -206,12 +211,13 @@ class StreamApplier:
         log.info("incremental view %s rebuilt: a static table changed (rebuild %d)", vs.name, vs.rebuilds)
         if vs.served is not None:
             vs.served.drop()
+        new = dict(view.rows())
+        change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
+        change += [(r, -k) for r, k in old.items() if r not in new]
         if vs.materialized and lsn > vs.table_lsn:
-            new = dict(view.rows())
-            change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
-            change += [(r, -k) for r, k in old.items() if r not in new]
             self.write_table(vs, change, lsn)
             vs.table_lsn = lsn
+        notify(vs, change)
 
     def write_table(self, vs: PgView, change: list[tuple[tuple, int]], lsn: int) -> None:
         """The view change and ``ivm.progress`` in one PostgreSQL transaction. When the
