@@ -195,7 +195,7 @@ class Session(SessionBase):
                 return self._count(text, self._catalog.healthy(vs))
         if kind in ("alter", "create_table"):
             self._guard_ddl(r)
-        with self._serving(text):
+        with self._serving(found):
             if kind in ("insert", "update", "delete", "truncate", "copy_from", "merge"):
                 if r.target in self._catalog.captures:
                     if self._in_txn:
@@ -211,10 +211,10 @@ class Session(SessionBase):
             return run(self._conn, text, params)
 
     @contextlib.contextmanager
-    def _serving(self, text: str):
-        """Register a lazy reader of the engine's rows for every served view ``text``
-        mentions, for the duration of the statement."""
-        names = [n for n in self._catalog.names.find(text) if not self._views[n].materialized
+    def _serving(self, found: list[str]):
+        """Register a lazy reader of the engine's rows for every served view among ``found``
+        (the views a statement mentions), for the duration of the statement."""
+        names = [n for n in found if not self._views[n].materialized
                  and not (self._views[n].error is None and is_parameterized(self._views[n].view))]
         registered = []
         try:
@@ -243,7 +243,7 @@ class Session(SessionBase):
                 rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
                 self._conn.register(lk.name, reads.reader(rows, vs.schema))
                 registered.append(lk.name)
-            with self._serving(sql):
+            with self._serving(self._catalog.names.find(sql)):
                 return run(self._conn, sql, None)
         finally:
             for name in registered:
