@@ -12,14 +12,35 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import IVMError
-from .view import Change
+from .view import Change, base_rows_of
 
 
 class CompositeView:
     """Mixin: the View API in terms of ``prepare``, ``commit`` and ``rows``; subclasses keep
-    their callbacks in ``self._subscribers``."""
+    their callbacks in ``self._subscribers``, say what they are ``made_of`` and, when they
+    combine ``branches``, get ``tables`` and ``base_rows`` from them."""
 
     _subscribers: list
+    made_of = "several views"
+    branches: list
+
+    @property
+    def tables(self) -> list[str]:
+        out: list[str] = []
+        for b in self.branches:
+            out += [t for t in b.tables if t not in out]
+        return out
+
+    def base_rows(self, table: str) -> Mapping[tuple, int]:
+        """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""
+        return base_rows_of(self.branches, table)
+
+    @property
+    def plan(self):
+        """A composite view has no single join plan (the pipeline's per-atom sharding and type
+        inference need one): say so instead of an AttributeError."""
+        raise IVMError(f"this view is made of several incremental views ({self.made_of}); it has no single "
+                       "join plan: use it from a session, or pass the column types")
 
     def __iter__(self) -> Iterator[tuple]:
         for row, k in self.rows():

@@ -13,13 +13,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..errors import IVMError, UpdateError
+from ..errors import UpdateError
 from .composite import CompositeView
 from .view import Change, Prepared, base_rows_of
 
 
 class NestedView(CompositeView):
     """An outer view fed by nested views through derived relations (View API)."""
+
+    made_of = "nested views"
 
     def __init__(self, nested: list[tuple[str, Any]], outer: Any, sql: str = ""):
         self.sql = sql
@@ -38,12 +40,6 @@ class NestedView(CompositeView):
         out += [t for t in self.outer.tables if t not in out and t not in self._relations]
         return out
 
-    @property
-    def plan(self):
-        """A composite view has no single join plan (the pipeline's per-atom sharding and type
-        inference need one): say so instead of an AttributeError."""
-        raise IVMError("this view is made of several incremental views (nested views); it has no single "
-                       "join plan: use it from a session, or pass the column types")
 
     @property
     def query_class(self) -> str:

@@ -16,7 +16,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..errors import ConcurrentModificationError, IVMError, UpdateError
+from ..errors import ConcurrentModificationError, UpdateError
 from ..query import ProjectionSpec
 from .scalar import compile_condition, compile_scalar
 from .composite import CompositeView
@@ -25,6 +25,8 @@ from .view import Change, Prepared, View
 
 class ProjectView(CompositeView):
     """A view whose rows are computed from an inner view's rows (same API as :class:`View`)."""
+
+    made_of = "computed columns or residual filters"
 
     def __init__(self, inner: View, spec: ProjectionSpec, sql: str = ""):
         self.sql = sql
@@ -48,12 +50,6 @@ class ProjectView(CompositeView):
     def query_class(self) -> str:
         return self.inner.query_class
 
-    @property
-    def plan(self):
-        """A composite view has no single join plan (the pipeline's per-atom sharding and type
-        inference need one): say so instead of an AttributeError."""
-        raise IVMError("this view is made of several incremental views (computed columns or residual filters); it has no single "
-                       "join plan: use it from a session, or pass the column types")
 
     def explain(self) -> str:
         spec = self.spec

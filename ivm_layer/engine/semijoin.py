@@ -14,13 +14,15 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..errors import ConcurrentModificationError, IVMError, UpdateError
+from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, base_rows_of
+from .view import Change, Prepared
 
 
 class SemiJoinView(CompositeView):
     """A view filtered by a (correlated) subquery condition (View API)."""
+
+    made_of = "a subquery condition"
 
     def __init__(self, mode: str, left: Any, right: Any, nkeys: int, columns: list[str],
                  distinct: bool = False, sql: str = "", text: str = ""):
@@ -42,19 +44,7 @@ class SemiJoinView(CompositeView):
         self._subscribers: list[Callable[[Change], Any]] = []
 
     # -- introspection ------------------------------------------------------------------
-    @property
-    def tables(self) -> list[str]:
-        out: list[str] = []
-        for b in self.branches:
-            out += [t for t in b.tables if t not in out]
-        return out
 
-    @property
-    def plan(self):
-        """A composite view has no single join plan (the pipeline's per-atom sharding and type
-        inference need one): say so instead of an AttributeError."""
-        raise IVMError("this view is made of several incremental views (a subquery condition); it has no single "
-                       "join plan: use it from a session, or pass the column types")
 
     @property
     def query_class(self) -> str:
@@ -84,9 +74,6 @@ class SemiJoinView(CompositeView):
         out["stored"] = out.get("stored", 0) + extra
         return out
 
-    def base_rows(self, table: str) -> Mapping[tuple, int]:
-        """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""
-        return base_rows_of(self.branches, table)
 
     def __repr__(self) -> str:
         return f"<ivm_layer.SemiJoinView {self.mode} columns={self.columns} rows={len(self)}>"

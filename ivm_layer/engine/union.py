@@ -14,9 +14,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator, Mapping
 from typing import Any
 
-from ..errors import ConcurrentModificationError, IVMError, UpdateError
+from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, base_rows_of
+from .view import Change, Prepared
 
 _MULT: dict[tuple[str, bool], Callable[[int, int], int]] = {
     ("union", True): lambda a, b: a + b,
@@ -30,6 +30,8 @@ _MULT: dict[tuple[str, bool], Callable[[int, int], int]] = {
 
 class SetOpView(CompositeView):
     """``left <kind> [ALL] right`` maintained from the branches' changes (View API)."""
+
+    made_of = "a set operation"
 
     def __init__(self, kind: str, all_: bool, left: Any, right: Any, columns: list[str], sql: str = ""):
         self.sql = sql
@@ -45,19 +47,7 @@ class SetOpView(CompositeView):
         self._subscribers: list[Callable[[Change], Any]] = []
 
     # -- introspection ------------------------------------------------------------------
-    @property
-    def tables(self) -> list[str]:
-        out: list[str] = []
-        for b in self.branches:
-            out += [t for t in b.tables if t not in out]
-        return out
 
-    @property
-    def plan(self):
-        """A composite view has no single join plan (the pipeline's per-atom sharding and type
-        inference need one): say so instead of an AttributeError."""
-        raise IVMError("this view is made of several incremental views (a set operation); it has no single "
-                       "join plan: use it from a session, or pass the column types")
 
     @property
     def query_class(self) -> str:
@@ -84,9 +74,6 @@ class SetOpView(CompositeView):
         out["stored"] = out.get("stored", 0) + len(self._counts)
         return out
 
-    def base_rows(self, table: str) -> Mapping[tuple, int]:
-        """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""
-        return base_rows_of(self.branches, table)
 
     def __repr__(self) -> str:
         return f"<ivm_layer.SetOpView {self.kind} columns={self.columns} rows={len(self)}>"
