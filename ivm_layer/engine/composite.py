@@ -11,7 +11,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..errors import IVMError
+from ..errors import IVMError, UpdateError
 from .view import Change, base_rows_of
 
 
@@ -41,6 +41,30 @@ class CompositeView:
         inference need one): say so instead of an AttributeError."""
         raise IVMError(f"this view is made of several incremental views ({self.made_of}); it has no single "
                        "join plan: use it from a session, or pass the column types")
+
+    def split_batch(self, batch: Mapping) -> dict[str, list]:
+        """A batch's changes by (lower-cased) table name; an unknown table or a batch that is not
+        a mapping raises :class:`UpdateError` (nothing is prepared yet)."""
+        if not isinstance(batch, Mapping):
+            raise UpdateError("a batch is a mapping {table: [(row, k), …]}")
+        known = self.tables
+        parts: dict[str, list] = {}
+        for table, changes in batch.items():
+            name = str(table).lower()
+            if name not in known:
+                raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(known)}; "
+                                  "no change was applied")
+            parts.setdefault(name, []).extend(changes)
+        return parts
+
+    @staticmethod
+    def prepare_each(views: Iterable[Any], parts: dict[str, list]) -> list:
+        """Each view's prepared share of ``parts`` (``None`` for a view none of it touches)."""
+        steps = []
+        for v in views:
+            sub = {t: ch for t, ch in parts.items() if t in v.tables}
+            steps.append(v.prepare(sub) if sub else None)
+        return steps
 
     def __iter__(self) -> Iterator[tuple]:
         for row, k in self.rows():

@@ -83,20 +83,8 @@ class NestedView(CompositeView):
 
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one: prepare the nested views and validate the outer view's base-table part."""
-        if not isinstance(batch, Mapping):
-            raise UpdateError("a batch is a mapping {table: [(row, k), …]}")
-        known = self.tables
-        parts: dict[str, list] = {}
-        for table, changes in batch.items():
-            name = str(table).lower()
-            if name not in known:
-                raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(known)}; "
-                                  "no change was applied")
-            parts.setdefault(name, []).extend(changes)
-        steps = []
-        for _, v in self.nested:
-            sub = {t: ch for t, ch in parts.items() if t in v.tables}
-            steps.append(v.prepare(sub) if sub else None)
+        parts = self.split_batch(batch)
+        steps = self.prepare_each([v for _, v in self.nested], parts)
         outer_part = {t: ch for t, ch in parts.items() if t in self.outer.tables}
         if outer_part:
             self.outer.prepare(outer_part)  # validation only: the real batch adds the derived changes

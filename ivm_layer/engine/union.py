@@ -96,20 +96,8 @@ class SetOpView(CompositeView):
     # -- writing ------------------------------------------------------------------------
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one: split the batch by branch and prepare each branch (raises, changes nothing)."""
-        if not isinstance(batch, Mapping):
-            raise UpdateError("a batch is a mapping {table: [(row, k), …]}")
-        known = self.tables
-        parts: dict[str, list] = {}
-        for table, changes in batch.items():
-            name = str(table).lower()
-            if name not in known:
-                raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(known)}; "
-                                  "no change was applied")
-            parts.setdefault(name, []).extend(changes)
-        steps = []
-        for b in self.branches:
-            sub = {t: ch for t, ch in parts.items() if t in b.tables}
-            steps.append(b.prepare(sub) if sub else None)
+        parts = self.split_batch(batch)
+        steps = self.prepare_each(self.branches, parts)
         return Prepared(self, self._version, steps)
 
     def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
