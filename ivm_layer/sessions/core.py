@@ -101,7 +101,6 @@ class SessionBase:
     ``close``; ``_view_lag`` reports replication lag where the source has one."""
 
     dialect = "duckdb"
-    notify_after_commit = False
     _views: dict
     _closed: bool
 
@@ -146,15 +145,13 @@ class SessionBase:
 
     def subscribe(self, name: str, callback: Callable[[list[tuple[tuple, int]]], Any]) -> Callable[[], None]:
         """Call ``callback(change)`` with ``[(row, Δk), …]`` after each change of view ``name``;
-        returns a function that unsubscribes. In sessions with ``notify_after_commit`` the
-        callback runs after the database committed the change (inside ``BEGIN … COMMIT``: at
-        ``COMMIT``, with the transaction's consolidated change; nothing on ``ROLLBACK``), and an
-        exception it raises is reported as a :class:`SubscriberWarning`: the change stays
-        applied in the database and in the view alike."""
+        returns a function that unsubscribes. The callback runs after the database committed the
+        change (DuckDB inside ``BEGIN … COMMIT``: at ``COMMIT``, with the transaction's
+        consolidated change, nothing on ``ROLLBACK``; PostgreSQL: as committed changes are
+        applied), and an exception it raises is reported as a :class:`SubscriberWarning`: the
+        change stays applied in the database and in the view alike."""
         self._check_open()
         vs = self._state(name)
-        if not self.notify_after_commit:
-            return vs.view.subscribe(callback)
         vs.subscribers.append(callback)
 
         def unsubscribe() -> None:

@@ -88,7 +88,6 @@ class Session(SessionBase):
     """A DuckDB connection with incremental views. Build it with :func:`connect`."""
 
     dialect = "duckdb"
-    notify_after_commit = True
 
     def __init__(self, conn, url: str = "duckdb://", progress: bool | None = None):
         self.url = url

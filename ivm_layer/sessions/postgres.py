@@ -91,7 +91,6 @@ class PostgresSession(SessionBase):
     """A PostgreSQL connection with incremental views. Build it with :func:`ivm_layer.connect`."""
 
     dialect = "postgres"
-    notify_after_commit = True   # subscribers hear committed changes as they are applied
 
     def __init__(self, url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
                  set_replica_identity: bool = False, checkpoint_seconds: float = 2.0,
