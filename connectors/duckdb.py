@@ -33,20 +33,19 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
-
-from .sqltext import skip_literal
+from .duck_update import (
+    CALL,
+    SPECIAL_FORMS,
+    param_subset,
+    update_preimage,
+    update_preimage_lexical,
+    update_rows_select,
+)
+from .duck_update import quote  # noqa: F401 (re-exported: sessions quote names with it)
 
 SCHEMA = "ivm"
 _WRAP = 1 << 64
 STAGE = "_ivm_copy_stage"
-
-
-def quote(name: str) -> str:
-    """A DuckDB identifier, double-quoted."""
-    return '"' + str(name).replace('"', '""') + '"'
 
 
 def ensure_catalog(conn) -> None:
@@ -85,18 +84,44 @@ def table_comment(conn, table: str) -> str | None:
     return row[0][0] if row else None
 
 
-class TableCapture:
-    """Capture of one DuckDB table: the ``RETURNING`` list and the expected fingerprint."""
+#: column types whose values survive a round trip through Python unchanged, so their hash can
+#: be computed later from the captured values (:meth:`TableCapture.settle`)
+_ROUND_TRIP = re.compile(r"(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|"
+                         r"UBIGINT|FLOAT|DOUBLE|DECIMAL\(\d+,\s*\d+\)|VARCHAR|DATE|TIMESTAMP|UUID|BLOB)")
+#: captured rows held unhashed before their hashes are summed in one statement
+SETTLE_AT = 16_384
 
-    def __init__(self, table: str, columns: Sequence[str]):
+
+class TableCapture:
+    """Capture of one DuckDB table: the ``RETURNING`` list and the expected fingerprint.
+
+    The fingerprint ``(rows, sum of hash(columns))`` is kept from the captured rows. Statements
+    that usually touch few rows (``INSERT … VALUES``, ``UPDATE``) do not ask DuckDB for the
+    hash (each hash expression costs a statement about 0.15 ms of planning); their rows are
+    kept and hashed in one statement when the fingerprint is next checked or when 16k rows
+    are waiting (:meth:`settle`). Bulk statements (``INSERT … SELECT``, ``COPY``, ``DELETE``,
+    ``TRUNCATE``) get the hash in their ``RETURNING``, where it is nearly free per row."""
+
+    def __init__(self, table: str, columns: Sequence[str], types: Sequence[str] | None = None):
         self.table = table
         self.columns = list(columns)
+        #: the columns' DuckDB types (an UPDATE's new rows are computed with them, see
+        #: :meth:`update_in_place`); None: UPDATEs always run with RETURNING
+        self.types = list(types) if types is not None else None
+        self.lazy = self.types is not None and all(_ROUND_TRIP.fullmatch(t) for t in self.types)
+        self._stable: frozenset[str] | None = None
+        self._volatile: frozenset[str] | None = None
         self.width = len(self.columns)
         self.qtable = f"main.{quote(table)}"
         cols = ", ".join(quote(c) for c in self.columns)
         self.select_list = cols
         self.returning = f"{cols}, hash({cols})"
-        self.fingerprint: tuple[int, int] | None = None
+        self._known = False
+        self._n = 0
+        self._s = 0
+        self._plus: list[tuple] = []
+        self._minus: list[tuple] = []
+        self._epoch = 0
 
     # -- fingerprint ----------------------------------------------------------------------
     def current_fingerprint(self, conn) -> tuple[int, int]:
@@ -105,17 +130,68 @@ class TableCapture:
                             f"FROM {self.qtable}").fetchall()[0]
         return int(n), int(s) % _WRAP
 
-    def note(self, hashed_rows: Sequence[tuple], sign: int) -> None:
-        """Account captured rows (each ending with its hash) in the expected fingerprint."""
-        if self.fingerprint is None or not hashed_rows:
+    def reset(self, conn) -> None:
+        """Take the table as it is now as what the session has seen (one scan)."""
+        self._n, self._s = self.current_fingerprint(conn)
+        self._known = True
+        self._forget()
+
+    @property
+    def rows(self) -> int:
+        """The table's row count as the session has seen it."""
+        return self._n
+
+    def mark(self) -> tuple:
+        """A token :meth:`restore` takes back to (a transaction's start)."""
+        return self._known, self._n, self._s, self._epoch, len(self._plus), len(self._minus)
+
+    def restore(self, token: tuple) -> None:
+        known, n, s, epoch, n_plus, n_minus = token
+        if not known or epoch != self._epoch:   # hashes were summed since: no longer known
+            self._known = False
+            self._forget()
             return
-        n, s = self.fingerprint
+        self._n, self._s = n, s
+        del self._plus[n_plus:]
+        del self._minus[n_minus:]
+
+    def _forget(self) -> None:
+        self._plus, self._minus = [], []
+        self._epoch += 1
+
+    def note(self, rows: Sequence[tuple], sign: int, hashed: bool) -> list[tuple]:
+        """Account captured rows in the expected fingerprint; returns them without the hash
+        (``hashed``: each row ends with its hash)."""
+        if not hashed:
+            if self._known and rows:
+                self._n += sign * len(rows)
+                (self._plus if sign > 0 else self._minus).extend(rows)
+            return list(rows)
         w = self.width
-        self.fingerprint = (n + sign * len(hashed_rows), (s + sign * sum(r[w] for r in hashed_rows)) % _WRAP)
+        if self._known and rows:
+            self._n += sign * len(rows)
+            self._s = (self._s + sign * sum(r[w] for r in rows)) % _WRAP
+        return [r[:w] for r in rows]
+
+    def settle(self, conn, waiting: int = 0) -> None:
+        """Sum the hashes of the rows held unhashed (when more than ``waiting`` are)."""
+        if len(self._plus) + len(self._minus) <= waiting:
+            return
+        cols = ", ".join(f"unnest(${i + 1}::{t}[]) AS c{i}" for i, t in enumerate(self.types))
+        sql = (f"SELECT coalesce(sum(hash({', '.join(f'c{i}' for i in range(self.width))})::HUGEINT), 0) "
+               f"FROM (SELECT {cols})")
+        for rows, sign in ((self._plus, 1), (self._minus, -1)):
+            if rows:
+                total = conn.execute(sql, [list(c) for c in zip(*rows)]).fetchall()[0][0]
+                self._s = (self._s + sign * int(total)) % _WRAP
+        self._forget()
 
     def changed(self, conn) -> bool:
         """Whether the table differs from what the session has seen (fingerprint check)."""
-        return self.current_fingerprint(conn) != self.fingerprint
+        if not self._known:
+            return True
+        self.settle(conn)
+        return self.current_fingerprint(conn) != (self._n, self._s)
 
     # -- reading --------------------------------------------------------------------------
     def scan(self, conn, chunk: int = 65_536) -> Iterator[list[tuple]]:
@@ -127,27 +203,27 @@ class TableCapture:
                 return
             yield rows
 
-    def strip(self, hashed_rows: Sequence[tuple]) -> list[tuple]:
-        w = self.width
-        return [r[:w] for r in hashed_rows]
-
     # -- statements -----------------------------------------------------------------------
-    def with_returning(self, text: str, user_returning: bool) -> str:
-        return f"{text}, {self.returning}" if user_returning else f"{text}\nRETURNING {self.returning}"
-
-    def run_returning(self, conn, text: str, params, user_returning: bool) -> tuple[Any, list, list[tuple]]:
-        """Run an INSERT/DELETE with our RETURNING list: ``(user description or None,
-        user rows, captured rows with their hash)``."""
-        res = _execute(conn, self.with_returning(text, user_returning), params)
+    def run_returning(self, conn, text: str, params, user_returning: bool, sign: int,
+                      hashed: bool = True) -> tuple[Any, list, list[tuple]]:
+        """Run an INSERT (``sign`` 1) or DELETE (-1) with our RETURNING list: ``(user
+        description or None, user rows, captured rows)``; the rows are accounted in the
+        fingerprint. ``hashed=False`` (a statement that usually changes few rows) leaves the
+        hash out of the RETURNING list when the table's values can be hashed later."""
+        hashed = hashed or not self.lazy
+        ret = self.returning if hashed else self.select_list
+        sql = f"{text}, {ret}" if user_returning else f"{text}\nRETURNING {ret}"
+        res = _execute(conn, sql, params)
         rows = res.fetchall()
         if not user_returning:
-            return None, [], rows
-        m = len(res.description) - self.width - 1
-        return res.description[:m], [r[:m] for r in rows], [r[m:] for r in rows]
+            return None, [], self.note(rows, sign, hashed)
+        m = len(res.description) - self.width - hashed
+        return res.description[:m], [r[:m] for r in rows], self.note([r[m:] for r in rows], sign, hashed)
 
     def delete_all(self, conn) -> list[tuple]:
         """``TRUNCATE``: delete every row, returning them."""
-        return conn.execute(f"DELETE FROM {self.qtable}\nRETURNING {self.returning}").fetchall()
+        rows = conn.execute(f"DELETE FROM {self.qtable}\nRETURNING {self.returning}").fetchall()
+        return self.note(rows, -1, True)
 
     def copy_from(self, conn, text: str, span: tuple[int, int], columns: str | None) -> list[tuple]:
         """``COPY t [(cols)] FROM …`` through a stage table; returns the inserted rows."""
@@ -156,10 +232,66 @@ class TableCapture:
             conn.execute(text[:span[0]] + f"temp.{STAGE}" + text[span[1]:])
             cols = columns or ""
             sel = columns[1:-1] if columns else "*"
-            return conn.execute(f"INSERT INTO {self.qtable} {cols} SELECT {sel} FROM temp.{STAGE}\n"
+            rows = conn.execute(f"INSERT INTO {self.qtable} {cols} SELECT {sel} FROM temp.{STAGE}\n"
                                 f"RETURNING {self.returning}").fetchall()
+            return self.note(rows, 1, True)
         finally:
             conn.execute(f"DROP TABLE IF EXISTS temp.{STAGE}")
+
+    def update_rows(self, conn, text: str, params) -> tuple[list[tuple], list[tuple]] | None:
+        """The rows a plain ``UPDATE t SET … [WHERE …]`` is about to change, before and after,
+        read by one ``SELECT`` (nothing is written; see :func:`update_rows_select` for the
+        statements this takes). Running the UPDATE itself then without ``RETURNING``
+        (:meth:`run_update`) is cheaper than with it: DuckDB's ``UPDATE … RETURNING`` rewrites
+        every column of the changed rows. ``None``: the statement is not of this shape."""
+        if not self.lazy or "$" in text:
+            return None
+        built = update_rows_select(text, self.columns, self.types, self._stable_functions(conn))
+        if built is None:
+            return None
+        sql, assigned = built
+        rows = _execute(conn, sql, params).fetchall()
+        a = len(assigned)
+        old, new = [], []
+        for r in rows:
+            row = r[a:]
+            old.append(row)
+            cells = list(row)
+            for j, i in enumerate(assigned):
+                cells[i] = r[j]
+            new.append(tuple(cells))
+        return old, new
+
+    def run_update(self, conn, text: str, params, old: list[tuple], new: list[tuple]) -> int:
+        """Run the UPDATE whose rows :meth:`update_rows` read; returns the count DuckDB reports.
+        The rows are accounted in the fingerprint only when the counts agree (the caller
+        diffs the table otherwise: a write raced the statement)."""
+        count = int(_execute(conn, text, params).fetchall()[0][0])
+        if count == len(old):
+            self.note(old, -1, False)
+            self.note(new, 1, False)
+        return count
+
+    def volatile(self, conn, text: str) -> bool:
+        """Whether ``text`` calls a function that may give another result each time it runs
+        (``random()``, ``nextval()``, a user's macro or function): a pre-image read by a
+        separate statement could then differ from what the statement changes."""
+        if self._volatile is None:
+            self._volatile = frozenset(n.lower() for (n,) in conn.execute(
+                "SELECT DISTINCT function_name FROM duckdb_functions() "
+                "WHERE stability = 'VOLATILE' OR NOT internal").fetchall())
+        return any(m.group(1).lower() in self._volatile for m in CALL.finditer(text))
+
+    def _stable_functions(self, conn) -> frozenset[str]:
+        """Scalar functions whose result is fixed within a transaction (read once)."""
+        if self._stable is None:
+            # built-in scalar functions and macros, unless some overload is volatile or a
+            # user's macro or function of the same name exists
+            self._stable = frozenset(n.lower() for (n,) in conn.execute(
+                "SELECT function_name FROM duckdb_functions() GROUP BY function_name "
+                "HAVING bool_and(internal AND function_type IN ('scalar', 'macro') "
+                "AND coalesce(stability, '') <> 'VOLATILE')").fetchall()) | SPECIAL_FORMS
+        return self._stable
 
     def preimage(self, conn, text: str, params) -> list[tuple] | None:
         """The rows an UPDATE is about to change (with their hash), or None when the statement
@@ -169,7 +301,7 @@ class TableCapture:
             return None
         sql, wanted = built
         try:
-            sub = _param_subset(params, wanted)
+            sub = param_subset(params, wanted)
         except (IndexError, KeyError, TypeError):
             return None
         return _execute(conn, sql, sub).fetchall()
@@ -190,7 +322,7 @@ class TableCapture:
             d = k - stored.get(row, 0)
             if d > 0:
                 inserted.extend([row] * d)
-        self.fingerprint = self.current_fingerprint(conn)
+        self.reset(conn)
         return deleted, inserted
 
 
@@ -198,151 +330,3 @@ def _execute(conn, sql: str, params):
     return conn.execute(sql, params) if params is not None else conn.execute(sql)
 
 
-_TOP_WORDS = re.compile(r"\b(UPDATE|SET|FROM|WHERE|RETURNING)\b", re.I)
-_ALIAS = re.compile(r'^(?P<table>.+?)(?:\s+(?:AS\s+)?(?P<alias>"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*))?$', re.I | re.S)
-
-
-def _top_level(text: str) -> list[tuple[str, int, int]]:
-    """``(KEYWORD, start, end)`` of UPDATE/SET/FROM/WHERE/RETURNING outside parentheses,
-    quotes and comments, in order; one pass over the text."""
-    out = []
-    depth, i, n = 0, 0, len(text)
-    while i < n:
-        c = text[i]
-        end = skip_literal(text, i)
-        if end is not None:
-            i = end
-        elif c == "(":
-            depth += 1
-            i += 1
-        elif c == ")":
-            depth -= 1
-            i += 1
-        elif depth == 0 and (c.isalpha()) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_$")):
-            m = _TOP_WORDS.match(text, i)
-            if m:
-                out.append((m.group(1).upper(), m.start(), m.end()))
-                i = m.end()
-            else:
-                while i < n and (text[i].isalnum() or text[i] in "_$"):
-                    i += 1
-        else:
-            i += 1
-    return out
-
-
-def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, list] | None:
-    """:func:`update_preimage` without a parse, for ``UPDATE t [[AS] a] SET … [FROM …]
-    [WHERE …] [RETURNING …]`` with ``?`` or no parameters: the target, ``FROM`` and ``WHERE``
-    texts are cut at their top-level keywords. ``None`` for anything else (the parser then
-    decides)."""
-    words = _top_level(text)
-    kinds = [w for w, _, _ in words]
-    if kinds[:2] != ["UPDATE", "SET"] or kinds.count("FROM") > 1 or kinds.count("WHERE") > 1 \
-            or kinds.count("SET") > 1 or "$" in text:
-        return None
-    pos = {w: (a, b) for w, a, b in words}
-    order = [w for w in ("FROM", "WHERE", "RETURNING") if w in pos]
-    if order != sorted(order, key=lambda w: pos[w][0]):
-        return None
-
-    def section(word: str) -> str | None:
-        if word not in pos:
-            return None
-        start = pos[word][1]
-        ends = [pos[w][0] for w in ("FROM", "WHERE", "RETURNING") if w in pos and pos[w][0] > start]
-        return text[start:min(ends) if ends else len(text)].strip()
-
-    m = _ALIAS.match(text[pos["UPDATE"][1]:pos["SET"][0]].strip())
-    if not m:
-        return None
-    target = m.group("table").strip()
-    alias = m.group("alias") or target.split(".")[-1].strip()
-    src = f"{target} AS {alias}" if m.group("alias") else target
-    qcols = [f"{alias}.{quote(c)}" for c in columns]
-    cols = f"{', '.join(qcols)}, hash({', '.join(qcols)})"
-    # positional parameters: those of SET come first; the pre-image uses FROM's and WHERE's
-    before = _count_marks(text[pos["SET"][1]:pos[order[0]][0]] if order else text[pos["SET"][1]:])
-    frm, where = section("FROM"), section("WHERE")
-    n_from, n_where = _count_marks(frm or ""), _count_marks(where or "")
-    wanted = list(range(before, before + n_from + n_where))
-    cond = f" WHERE {where}" if where else ""
-    if frm is None:
-        return f"SELECT {cols} FROM {src}{cond}", wanted
-    return (f"SELECT {cols} FROM {src} WHERE {alias}.rowid IN "
-            f"(SELECT {alias}.rowid FROM {src}, {frm}{cond})", wanted)
-
-
-def _count_marks(text: str) -> int:
-    """``?`` parameter marks outside quotes and comments."""
-    n, i, size = 0, 0, len(text)
-    while i < size:
-        end = skip_literal(text, i)
-        if end is not None:
-            i = end
-            continue
-        n += text[i] == "?"
-        i += 1
-    return n
-
-
-def update_preimage(text: str, columns: Sequence[str]) -> tuple[str, list] | None:
-    """A ``SELECT`` of the rows an ``UPDATE`` changes (its ``columns`` and their hash), and which
-    of the statement's parameters it uses (positions for ``?``, names or numbers for ``$x``).
-    ``None`` when sqlglot cannot read the statement."""
-    try:
-        node = sqlglot.parse_one(text, read="duckdb")
-    except (SqlglotError, RecursionError, ValueError):
-        return None
-    if not isinstance(node, exp.Update) or not isinstance(node.this, exp.Table):
-        return None
-    # Positional ``?`` parameters are numbered in the order they appear: SET, FROM, WHERE.
-    counter = 0
-    wanted: list = []
-    parts = [("set", e) for e in node.expressions]
-    for key in ("from_", "from", "where"):
-        if node.args.get(key) is not None:
-            parts.append((key, node.args[key]))
-    for role, part in parts:
-        for ph in list(part.find_all(exp.Placeholder)) if role == "set" else _dfs_placeholders(part):
-            if ph.this is None or ph.this == "":
-                counter += 1
-                if role != "set":
-                    wanted.append(counter - 1)
-                    ph.set("this", str(len(wanted)))
-            elif role != "set":
-                key_ = int(ph.this) - 1 if str(ph.this).isdigit() else str(ph.this)
-                wanted.append(key_)
-                if isinstance(key_, int):
-                    ph.set("this", str(len(wanted)))
-    table = node.this
-    alias = _q(table.alias_or_name)
-    src = table.sql(dialect="duckdb")
-    qcols = [f"{alias}.{quote(c)}" for c in columns]
-    cols = f"{', '.join(qcols)}, hash({', '.join(qcols)})"
-    where = node.args.get("where")
-    cond = f" WHERE {where.this.sql(dialect='duckdb')}" if where is not None else ""
-    frm = node.args.get("from_") or node.args.get("from")
-    if frm is None:
-        return f"SELECT {cols} FROM {src}{cond}", wanted
-    # UPDATE … FROM: a target row joined to several rows is still changed once.
-    others = ", ".join(e.sql(dialect="duckdb") for e in [frm.this, *frm.expressions] if e is not None)
-    joins = "".join(" " + j.sql(dialect="duckdb") for j in node.args.get("joins") or ())
-    return (f"SELECT {cols} FROM {src} WHERE {alias}.rowid IN "
-            f"(SELECT {alias}.rowid FROM {src}, {others}{joins}{cond})", wanted)
-
-
-def _dfs_placeholders(node: exp.Expression) -> list[exp.Placeholder]:
-    return [n for n in node.dfs() if isinstance(n, exp.Placeholder)]
-
-
-def _q(name: str) -> str:
-    return quote(name)
-
-
-def _param_subset(params, wanted: list):
-    if params is None:
-        return None if not wanted else params
-    if isinstance(params, Mapping):
-        return {k: params[k] for k in wanted}
-    return [params[i] for i in wanted]

@@ -66,7 +66,7 @@ class ViewState(ViewStateBase):
 class Rebuilt:
     """An undo-log entry of a rebuild: the view object a rollback puts back."""
 
-    __slots__ = ("view", "rebuilds")
+    __slots__ = ("rebuilds", "view")
 
     def __init__(self, view, rebuilds: int):
         self.view, self.rebuilds = view, rebuilds
@@ -196,8 +196,8 @@ class DuckViews:
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
             if t not in self.captures:
-                cap = duck.TableCapture(t, list(schema[t]))
-                cap.fingerprint = cap.current_fingerprint(self.conn)
+                cap = duck.TableCapture(t, list(schema[t]), list(schema[t].values()))
+                cap.reset(self.conn)
                 self.captures[t] = cap
         self.load(vs.name, view, vs.tables, vs.static)
         if st.materialized:
@@ -228,7 +228,7 @@ class DuckViews:
         """Apply the tables' rows to ``view`` in batches (static tables first), with a progress
         bar on a terminal."""
         tables = sorted(tables, key=lambda t: t not in static)
-        total = sum(self.captures[t].fingerprint[0] for t in tables)
+        total = sum(self.captures[t].rows for t in tables)
         bar = Progress(total, f"loading {name}", enabled=self.progress)
         for t in tables:
             for rows in self.captures[t].scan(self.conn):

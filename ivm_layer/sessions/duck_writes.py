@@ -10,6 +10,7 @@ applied batch goes into the caller's undo log, which :meth:`DuckWriter.undo` rev
 from __future__ import annotations
 
 from connectors import duckdb as duck
+from connectors.duckdb import SETTLE_AT as duck_settle_at
 
 from .core import Cursor
 from .duck_tables import run, write_change
@@ -34,10 +35,11 @@ class DuckWriter:
         conn = self.conn
         desc, rows, deleted, inserted = None, [], [], []
         if kind == "insert" and "upsert" not in r.flags:
-            desc, rows, inserted = cap.run_returning(conn, r.text, params, user_returning)
+            desc, rows, inserted = cap.run_returning(conn, r.text, params, user_returning, 1,
+                                                     hashed="values" not in r.flags)
             n = len(inserted)
         elif kind == "delete":
-            desc, rows, deleted = cap.run_returning(conn, r.text, params, user_returning)
+            desc, rows, deleted = cap.run_returning(conn, r.text, params, user_returning, -1)
             n = len(deleted)
         elif kind == "truncate":
             deleted = cap.delete_all(conn)
@@ -45,24 +47,61 @@ class DuckWriter:
         elif kind == "copy_from" and "stdin" not in r.flags:
             inserted = cap.copy_from(conn, r.text, r.target_span, r.columns)
             n = len(inserted)
+        elif kind == "update" and not user_returning and \
+                (got := cap.update_rows(conn, r.text, params)) is not None:
+            deleted, inserted = got
+            n = cap.run_update(conn, r.text, params, deleted, inserted)
+            if n != len(deleted):  # a write raced the statement: trust only a diff
+                self.apply_unseen(cap, undo)
+                return self._result(None, [], n)
         elif kind == "update":
-            before = cap.preimage(conn, r.text, params)
+            before = None if cap.volatile(conn, r.text) else cap.preimage(conn, r.text, params)
             if before is None:
                 return self._write_unseen(r, params, undo)
-            desc, rows, inserted = cap.run_returning(conn, r.text, params, user_returning)
+            desc, rows, inserted = cap.run_returning(conn, r.text, params, user_returning, 1)
             if len(inserted) != len(before):  # a volatile WHERE: trust only a diff
                 self.apply_unseen(cap, undo)
                 return self._result(desc, rows, len(inserted))
-            deleted = before
+            deleted = cap.note(before, -1, True)
             n = len(inserted)
         else:
             return self._write_unseen(r, params, undo)
-        cap.note(deleted, -1)
-        cap.note(inserted, 1)
-        changes = [(row, -1) for row in cap.strip(deleted)] + [(row, 1) for row in cap.strip(inserted)]
+        cap.settle(conn, duck_settle_at)
+        changes = [(row, -1) for row in deleted] + [(row, 1) for row in inserted]
         if changes:
             self.apply({r.target: changes}, undo)
         return self._result(desc, rows, n)
+
+    def update_autocommit(self, r: Route, params) -> tuple[Cursor, bool] | None:
+        """An UPDATE outside a transaction, when every view reading its table is served (no
+        table of its own to write) and none treats the table as static: its rows are read
+        and every view prepared first, then the UPDATE runs alone (DuckDB commits it) and the
+        views are committed — no explicit transaction around two statements. A failing
+        UPDATE leaves the views as they were (nothing was committed). Returns the cursor and
+        whether the views are up to date (False when the count DuckDB reports differs from
+        the rows read: the caller diffs the table). ``None``: not of this kind (nothing ran);
+        the caller takes the transactional path."""
+        cap = self.views.captures[r.target]
+        readers = [vs for vs in self.views.views.values() if vs.error is None and r.target in vs.tables]
+        if "returning" in r.flags or any(vs.materialized or r.target in vs.static for vs in readers):
+            return None
+        got = cap.update_rows(self.conn, r.text, params)
+        if got is None:
+            return None
+        old, new = got
+        changes = [(row, -1) for row in old] + [(row, 1) for row in new]
+        prepared = [(vs, vs.view.prepare({r.target: changes})) for vs in readers] if changes else []
+        n = cap.run_update(self.conn, r.text, params, old, new)
+        if n != len(old):          # a write raced the statement: the caller diffs the table
+            return self._result(None, [], n), False
+        for vs, p in prepared:
+            change = vs.view.commit(p, want_change=bool(vs.subscribers))
+            if change and vs.subscribers:
+                acc = self.pending.setdefault(vs, {})
+                for row, k in change:
+                    acc[row] = acc.get(row, 0) + k
+        cap.settle(self.conn, duck_settle_at)
+        return self._result(None, [], n), True
 
     def _result(self, desc, rows, n: int) -> Cursor:
         """What DuckDB would have returned: the user's RETURNING rows, or the row count."""

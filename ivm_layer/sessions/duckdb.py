@@ -40,7 +40,14 @@ from ..sql.statements import classify
 from . import reads
 from .core import Cursor, SessionBase, ViewInfo
 from .duck_tables import run
-from .duck_views import CatalogWarning, DuckViews, SourceGoneError, ViewState, is_parameterized, quote
+from .duck_views import (
+    CatalogWarning,
+    DuckViews,
+    SourceGoneError,
+    ViewState,
+    is_parameterized,
+    quote,
+)
 from .duck_writes import DuckWriter
 from .lookups import plan_lookups
 from .router import Route, route
@@ -199,6 +206,12 @@ class Session(SessionBase):
                 if r.target in self._catalog.captures:
                     if self._in_txn:
                         return self._writer.write(r, params, self._txn_undo)
+                    if kind == "update" and (done := self._writer.update_autocommit(r, params)):
+                        cur, seen = done
+                        if not seen:
+                            self._autocommit(self._writer.capture_unseen)
+                        self._notify(self._pending)
+                        return cur
                     return self._autocommit(lambda undo: self._writer.write(r, params, undo))
             elif kind == "unknown_write" and self._catalog.captures:
                 cur = run(self._conn, text, params)
@@ -268,7 +281,7 @@ class Session(SessionBase):
         """Run ``body(undo)`` in a transaction of its own with the engine side undone when it
         fails, and the subscribers told after the commit."""
         undo: list = []
-        fps = {t: c.fingerprint for t, c in self._catalog.captures.items()}
+        fps = {t: c.mark() for t, c in self._catalog.captures.items()}
         self._conn.begin()
         try:
             out = body(undo)
@@ -288,7 +301,7 @@ class Session(SessionBase):
         self._pending.clear()
         for t, fp in fps.items():
             if t in self._catalog.captures:
-                self._catalog.captures[t].fingerprint = fp
+                self._catalog.captures[t].restore(fp)
 
     # -- DDL ------------------------------------------------------------------------------
     def _guard_ddl(self, r: Route) -> None:
@@ -338,7 +351,7 @@ class Session(SessionBase):
             cur = run(self._conn, r.text, None)
             self._in_txn = True
             self._txn_undo = []
-            self._txn_fps = {t: c.fingerprint for t, c in self._catalog.captures.items()}
+            self._txn_fps = {t: c.mark() for t, c in self._catalog.captures.items()}
             return cur
         if not self._in_txn:
             return run(self._conn, r.text, None)
@@ -360,7 +373,7 @@ class Session(SessionBase):
                 self._pending.clear()
                 for t, fp in self._txn_fps.items():
                     if t in self._catalog.captures:
-                        self._catalog.captures[t].fingerprint = fp
+                        self._catalog.captures[t].restore(fp)
             self._in_txn = False
             self._txn_undo = []
             self._txn_fps = {}

@@ -106,7 +106,7 @@ class StreamApplier:
             for t in txn.truncated:
                 if t in vs.used:
                     c = tdelta.setdefault(t, Counter())
-                    cur = Counter(vs.base.get(t, ()))
+                    cur = Counter(vs.base_rows(t))
                     cur.update(delta.get(t, Counter()))
                     for r, k in cur.items():
                         if k:
@@ -172,14 +172,6 @@ class StreamApplier:
                 notify(vs, change)                     # committed in PostgreSQL already
             else:
                 vs.view.apply(batch)
-        for t, rows in batch.items():
-            base = vs.base.setdefault(t, Counter())
-            for r, k in rows:
-                v = base[r] + k
-                if v:
-                    base[r] = v
-                else:
-                    del base[r]
         if vs.store is not None:
             if vs.snapshot_due or sum(map(len, batch.values())) > max(1000, vs.store.snapshot_rows):
                 vs.snapshot_due = True             # cheaper as a new snapshot than in the log
@@ -194,7 +186,7 @@ class StreamApplier:
         the base rows after the batch (static tables first), O(N); a MATERIALIZED view's table
         gets the difference, a served view's TEMP table is made again at its next read."""
         old = dict(vs.view.rows())
-        base = {t: Counter(c) for t, c in vs.base.items()}
+        base = {t: Counter(vs.base_rows(t)) for t in vs.used}
         for t, rows in batch.items():
             c = base.setdefault(t, Counter())
             for r, k in rows:
@@ -295,7 +287,7 @@ class StreamApplier:
 
     def write_snapshot(self, vs: PgView) -> None:
         vs.store.write_snapshot({"slot": vs.slot, "definition": vs.stmt.definition(self.ctx.dialect),
-                                 "oids": vs.oids}, {t: c.items() for t, c in vs.base.items()},
+                                 "oids": vs.oids}, {t: vs.base_rows(t).items() for t in vs.used},
                                 vs.applied_lsn)
         vs.checkpoint_lsn = vs.applied_lsn
         vs.last_checkpoint = time.monotonic()

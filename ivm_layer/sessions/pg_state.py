@@ -9,7 +9,7 @@ from __future__ import annotations
 import hashlib
 import os
 import re
-from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -107,7 +107,6 @@ class PgView(ViewStateBase):
     types: list[str]
     slot: str
     store: CheckpointStore | None = None
-    base: dict[str, Counter] = field(default_factory=dict)
     applied_lsn: int = 0                    # end LSN of the last transaction in the engine
     checkpoint_lsn: int = 0                 # durable in the checkpoint (snapshot + fsynced log)
     table_lsn: int = 0                      # materialized: durable in ivm.progress
@@ -124,6 +123,11 @@ class PgView(ViewStateBase):
     subscribers: list = field(default_factory=list)
     rebuilds: int = 0                       # rebuilds after changes of the view's static tables
     schema: dict = field(default_factory=dict)    # the engine schema it was compiled with
+
+    def base_rows(self, table: str) -> Mapping[tuple, int]:
+        """The rows of source table ``table`` the view holds (``{row: count}``, the engine's
+        own store, read-only): the session keeps no second copy."""
+        return self.view.base_rows(table) if table in self.view.tables else {}
 
     @property
     def static(self) -> set[str]:

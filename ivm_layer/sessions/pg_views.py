@@ -16,6 +16,7 @@ import sys
 import time
 import warnings
 from collections import Counter
+from collections.abc import Mapping
 
 from connectors import postgres as pgc
 from connectors.checkpoint import CheckpointError, CheckpointStore
@@ -34,11 +35,12 @@ class EngineValueError(IVMError):
     """The engine could not evaluate a view's definition over the tables' values."""
 
 
-def engine_load(vs: PgView) -> None:
-    """The view's base rows into its engine view; an engine failure is a clear error."""
+def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
+    """The tables' rows (``{table: {row: count}}``) into the view's engine view, which from then
+    on is their only store; an engine failure is a clear error."""
     try:
         for first in (True, False):  # static tables before the others (paper 003)
-            part = {t: list(c.items()) for t, c in vs.base.items() if c and (t in vs.static) == first}
+            part = {t: list(c.items()) for t, c in base.items() if c and (t in vs.static) == first}
             if part:
                 vs.view.apply(part)
     except IVMError:
@@ -205,8 +207,8 @@ class ViewCatalog:
             rows = pgc.copy_tables(ctx.target, slot.snapshot,
                                    {t: [(c, oid) for c, oid, _ in cols] for t, cols in vs.used.items()},
                                    ctx.values, pgc.stderr_progress if sys.stderr.isatty() else None)
-            vs.base = {t: Counter(r) for t, r in rows.items()}
-            engine_load(vs)
+            engine_load(vs, {t: Counter(r) for t, r in rows.items()})
+            del rows
             vs.applied_lsn = vs.checkpoint_lsn = vs.table_lsn = slot.consistent_lsn
             with ctl.transaction():
                 if vs.materialized:
@@ -263,8 +265,7 @@ class ViewCatalog:
             self.check_identity(vs.tables)
             self.initialize(vs, new=False)
             return vs
-        vs.base = {t: Counter(rows) for t, rows in ck.tables.items()}
-        engine_load(vs)
+        engine_load(vs, ck.tables)
         vs.applied_lsn = vs.checkpoint_lsn = ck.lsn
         vs.table_lsn = table_lsn
         vs.last_checkpoint = time.monotonic()

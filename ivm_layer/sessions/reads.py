@@ -53,8 +53,21 @@ def record_batches(chunks: Iterable[list[tuple[tuple, int]]], schema) -> Iterato
                 rows.extend([row] * k)
         if rows:
             cols = list(zip(*rows))
-            yield pa.RecordBatch.from_arrays([pa.array(c, type=f.type) for c, f in zip(cols, fields)],
+            yield pa.RecordBatch.from_arrays([_array(c, f.type) for c, f in zip(cols, fields)],
                                              schema=schema)
+
+
+def _array(values, typ):
+    """An Arrow array of ``typ``; values Arrow does not take as they are for their type (UUIDs
+    for DuckDB's UUID, which it exports as strings) are converted to text."""
+    import pyarrow as pa
+
+    try:
+        return pa.array(values, type=typ)
+    except (pa.ArrowTypeError, pa.ArrowInvalid):
+        if not pa.types.is_string(typ):
+            raise
+        return pa.array([None if v is None else str(v) for v in values], type=typ)
 
 
 def chunks_of(pairs: Iterable[tuple[tuple, int]], first: int = 64, size: int = BATCH_ROWS) -> Iterator[list]:
@@ -117,7 +130,7 @@ class ViewNames:
         self._re = None
         if names:
             alt = "|".join(re.escape(n) for n in names)
-            self._re = re.compile(rf'(?<![\w$])"?({alt})"?(?![\w$])', re.I)
+            self._re = re.compile(rf'(?<![\w$])"?({alt})"?(?![\w$])', re.IGNORECASE)
 
     def find(self, text: str) -> list[str]:
         if self._re is None:
@@ -127,7 +140,7 @@ class ViewNames:
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
 _COUNT = re.compile(rf"\s*SELECT\s+count\s*\(\s*\*\s*\)(?:\s+(?:AS\s+)?{_IDENT})?\s+FROM\s+(?:main\s*\.\s*)?"
-                    rf"({_IDENT})\s*;?\s*", re.I)
+                    rf"({_IDENT})\s*;?\s*", re.IGNORECASE)
 
 
 def count_target(text: str) -> str | None:

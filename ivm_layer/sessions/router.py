@@ -17,7 +17,8 @@ Kinds (``Route.kind``):
                  has ``target`` and flag ``schema``
 ``alter``        ``ALTER TABLE name …`` (``target``)
 ``create_table`` ``CREATE [OR REPLACE] [TEMP] TABLE name`` (``target``, flag ``or_replace``)
-``insert``       ``INSERT [OR REPLACE|OR IGNORE] INTO name`` (flags ``upsert``, ``returning``)
+``insert``       ``INSERT [OR REPLACE|OR IGNORE] INTO name`` (flags ``upsert``, ``returning``,
+                 ``values`` for ``INSERT INTO name [(cols)] VALUES …``)
 ``update``       ``UPDATE name`` (flag ``returning``)
 ``delete``       ``DELETE FROM name`` (flag ``returning``)
 ``truncate``     ``TRUNCATE [TABLE] name``
@@ -37,13 +38,13 @@ from dataclasses import dataclass
 
 from connectors.sqltext import skip_literal
 
-_SKIP = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.S)
+_SKIP = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
 _NAME = re.compile(rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?(?:\s*\.\s*({_IDENT}))?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_RETURNING = re.compile(r"\bRETURNING\b", re.I)
-_DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.I | re.S)
-_WRITE_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|TRUNCATE|COPY)\b", re.I)
+_RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
+_DO_UPDATE = re.compile(r"\bON\s+CONFLICT\b.*\bDO\s+UPDATE\b", re.IGNORECASE | re.DOTALL)
+_WRITE_WORD = re.compile(r"\b(INSERT|UPDATE|DELETE|MERGE|TRUNCATE|COPY)\b", re.IGNORECASE)
 
 _READ_HEADS = {"SELECT", "FROM", "VALUES", "TABLE", "SHOW", "DESCRIBE", "DESC", "SUMMARIZE",
                "PIVOT", "UNPIVOT", "PIVOT_WIDER", "PIVOT_LONGER"}
@@ -73,10 +74,27 @@ def unquote(ident: str) -> str:
     return ident.lower()
 
 
+def _values_follow(text: str, pos: int) -> bool:
+    """Whether ``[(column list)] VALUES`` starts at ``pos``."""
+    if text.startswith("(", pos):
+        depth, i = 0, pos
+        while i < len(text):
+            end = skip_literal(text, i)
+            if end is not None:
+                i = end
+                continue
+            depth += (text[i] == "(") - (text[i] == ")")
+            i += 1
+            if depth == 0:
+                break
+        pos = _SKIP.match(text, i).end()
+    return text[pos:pos + 6].upper() == "VALUES" and not text[pos + 6:pos + 7].isalnum()
+
+
 class _Head:
     """A cursor over the head of a statement: keywords and names, comments skipped."""
 
-    __slots__ = ("text", "pos")
+    __slots__ = ("pos", "text")
 
     def __init__(self, text: str):
         self.text = text
@@ -159,6 +177,8 @@ def route(text: str) -> Route:
         if not h.accept("INTO"):
             return Route("unknown_write", text)
         table, span, local = h.name()
+        if _values_follow(text, h.pos):
+            flags.add("values")
         if _DO_UPDATE.search(text, h.pos):
             flags.add("upsert")
         if _RETURNING.search(text, h.pos):
