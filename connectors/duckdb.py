@@ -76,6 +76,14 @@ def table_columns(conn, table: str, schema: str = "main") -> dict[str, str] | No
     return {name: typ for name, typ in rows}
 
 
+def generated_columns(conn, table: str, schema: str = "main") -> list[str]:
+    """The generated (computed) columns of a base table."""
+    return [n for (n,) in conn.execute(
+        "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
+        "AND lower(table_name) = lower(?) AND is_generated = 'ALWAYS' ORDER BY ordinal_position",
+        [schema, table]).fetchall()]
+
+
 def table_comment(conn, table: str) -> str | None:
     """The comment of base table ``main.table`` (``None`` when absent or no such table)."""
     row = conn.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = 'main' AND "
@@ -102,13 +110,17 @@ class TableCapture:
     are waiting (:meth:`settle`). Bulk statements (``INSERT … SELECT``, ``COPY``, ``DELETE``,
     ``TRUNCATE``) get the hash in their ``RETURNING``, where it is nearly free per row."""
 
-    def __init__(self, table: str, columns: Sequence[str], types: Sequence[str] | None = None):
+    def __init__(self, table: str, columns: Sequence[str], types: Sequence[str] | None = None,
+                 generated: bool = False):
         self.table = table
         self.columns = list(columns)
-        #: the columns' DuckDB types (an UPDATE's new rows are computed with them, see
-        #: :meth:`update_in_place`); None: UPDATEs always run with RETURNING
+        #: the columns' DuckDB types (hashes of captured rows are computed later with them);
+        #: None: every captured row comes with its hash
         self.types = list(types) if types is not None else None
         self.lazy = self.types is not None and all(_ROUND_TRIP.fullmatch(t) for t in self.types)
+        #: an UPDATE's new rows can be computed from its SET list (:meth:`update_rows`): not
+        #: when the table has generated columns, whose new values DuckDB computes
+        self.in_place = self.lazy and not generated
         self._stable: frozenset[str] | None = None
         self._volatile: frozenset[str] | None = None
         self.width = len(self.columns)
@@ -244,7 +256,7 @@ class TableCapture:
         statements this takes). Running the UPDATE itself then without ``RETURNING``
         (:meth:`run_update`) is cheaper than with it: DuckDB's ``UPDATE … RETURNING`` rewrites
         every column of the changed rows. ``None``: the statement is not of this shape."""
-        if not self.lazy or "$" in text:
+        if not self.in_place or "$" in text:
             return None
         built = update_rows_select(text, self.columns, self.types, self._stable_functions(conn))
         if built is None:

@@ -291,3 +291,16 @@ def test_autocommit_update_that_fails_changes_no_view():
     s.execute("UPDATE p SET x = x + 97 WHERE id = 2")
     assert sorted(s.execute("SELECT * FROM vp").fetchall()) == [(1, 1), (2, 99)]
     assert not s._catalog.captures["p"].changed(s.connection)
+
+
+def test_update_of_a_table_with_generated_columns():
+    """A generated column's new value is DuckDB's to compute: such tables take the RETURNING
+    route, and the view follows."""
+    s = connect()
+    s.execute("CREATE TABLE g (a INTEGER, b INTEGER GENERATED ALWAYS AS (a * 2) VIRTUAL)")
+    s.execute("INSERT INTO g (a) VALUES (1), (2)")
+    s.execute("CREATE INCREMENTAL VIEW vg AS SELECT a, b FROM g")
+    assert not s._catalog.captures["g"].in_place
+    s.execute("UPDATE g SET a = 10 WHERE a = 1")
+    assert sorted(s.execute("SELECT * FROM vg").fetchall()) == [(2, 4), (10, 20)]
+    assert not s._catalog.captures["g"].changed(s.connection)

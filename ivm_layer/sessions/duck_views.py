@@ -196,7 +196,8 @@ class DuckViews:
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
             if t not in self.captures:
-                cap = duck.TableCapture(t, list(schema[t]), list(schema[t].values()))
+                cap = duck.TableCapture(t, list(schema[t]), list(schema[t].values()),
+                                        generated=bool(duck.generated_columns(self.conn, t)))
                 cap.reset(self.conn)
                 self.captures[t] = cap
         self.load(vs.name, view, vs.tables, vs.static)
