@@ -62,6 +62,16 @@ def _top_level(text: str) -> list[tuple[str, int, int]]:
     return out
 
 
+def _target(text: str) -> tuple[str, str] | None:
+    """``(FROM text, alias)`` of an UPDATE's target ``t [[AS] a]``."""
+    m = _ALIAS.match(text.strip())
+    if not m:
+        return None
+    target = m.group("table").strip()
+    alias = m.group("alias") or target.split(".")[-1].strip()
+    return (f"{target} AS {alias}" if m.group("alias") else target), alias
+
+
 def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, list] | None:
     """:func:`update_preimage` without a parse, for ``UPDATE t [[AS] a] SET … [FROM …]
     [WHERE …] [RETURNING …]`` with ``?`` or no parameters: the target, ``FROM`` and ``WHERE``
@@ -84,12 +94,10 @@ def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, lis
         ends = [pos[w][0] for w in ("FROM", "WHERE", "RETURNING") if w in pos and pos[w][0] > start]
         return text[start:min(ends) if ends else len(text)].strip()
 
-    m = _ALIAS.match(text[pos["UPDATE"][1]:pos["SET"][0]].strip())
-    if not m:
+    got = _target(text[pos["UPDATE"][1]:pos["SET"][0]])
+    if got is None:
         return None
-    target = m.group("table").strip()
-    alias = m.group("alias") or target.split(".")[-1].strip()
-    src = f"{target} AS {alias}" if m.group("alias") else target
+    src, alias = got
     qcols = [f"{alias}.{quote(c)}" for c in columns]
     cols = f"{', '.join(qcols)}, hash({', '.join(qcols)})"
     # positional parameters: those of SET come first; the pre-image uses FROM's and WHERE's
@@ -107,7 +115,7 @@ def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, lis
 _ASSIGN = re.compile(r'\s*(?:[A-Za-z_][A-Za-z0-9_$]*\.)?(?P<col>"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*=(?!=)', re.DOTALL)
 CALL = re.compile(r'([A-Za-z_][A-Za-z0-9_$]*)\s*\(')
 #: words that may stand before a parenthesis in an expression without being a function call
-_NOTCALLS = frozenset({"in", "and", "or", "not", "cast", "try_cast", "is", "then", "else", "when",
+_NOT_CALLS = frozenset({"in", "and", "or", "not", "cast", "try_cast", "is", "then", "else", "when",
                         "case", "like", "ilike", "between", "as", "distinct", "from", "end"})
 #: SQL forms written like calls that duckdb_functions() does not list
 SPECIAL_FORMS = frozenset({"coalesce", "extract", "row", "position", "substring", "trim"})
@@ -154,14 +162,12 @@ def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
         return None
     for m in CALL.finditer(text, pos["SET"][1]):     # SET and WHERE
         name = m.group(1).lower()
-        if name not in _NOTCALLS and name not in stable:
+        if name not in _NOT_CALLS and name not in stable:
             return None
-    m = _ALIAS.match(text[pos["UPDATE"][1]:pos["SET"][0]].strip())
-    if not m:
+    got = _target(text[pos["UPDATE"][1]:pos["SET"][0]])
+    if got is None:
         return None
-    target = m.group("table").strip()
-    alias = m.group("alias") or target.split(".")[-1].strip()
-    src = f"{target} AS {alias}" if m.group("alias") else target
+    src, alias = got
     lower = [c.lower() for c in columns]
     new: dict[int, str] = {}
     for part in split_top(set_text):
