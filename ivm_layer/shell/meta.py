@@ -12,7 +12,7 @@ from .redact import mask
 from .render import render_result
 
 if TYPE_CHECKING:
-    from .runner import Runner
+    from .context import ShellContext
 
 
 class ShellError(IVMError):
@@ -79,7 +79,7 @@ def _unquote_single(text: str) -> str:
     return text
 
 
-def _title(runner: Runner, title: str) -> None:
+def _title(runner: ShellContext, title: str) -> None:
     if runner.display.format == "aligned":
         runner.write(title + "\n")
 
@@ -89,30 +89,30 @@ def _require(args: list[str], n_min: int, n_max: int, usage: str) -> None:
         raise ShellError(f"usage: {usage}")
 
 
-def cmd_quit(runner: Runner, args: list[str]) -> None:
+def cmd_quit(runner: ShellContext, args: list[str]) -> None:
     raise QuitShell
 
 
-def cmd_help(runner: Runner, args: list[str]) -> None:
+def cmd_help(runner: ShellContext, args: list[str]) -> None:
     runner.write(HELP)
 
 
-def cmd_echo(runner: Runner, args: list[str]) -> None:
+def cmd_echo(runner: ShellContext, args: list[str]) -> None:
     runner.write(" ".join(_unquote_single(a) for a in args) + "\n")
 
 
-def cmd_conninfo(runner: Runner, args: list[str]) -> None:
+def cmd_conninfo(runner: ShellContext, args: list[str]) -> None:
     s = runner.session
     runner.write(f"Connected to {mask(str(getattr(s, 'url', '?')))} ({s.dialect}).\n")
 
 
-def cmd_timing(runner: Runner, args: list[str]) -> None:
+def cmd_timing(runner: ShellContext, args: list[str]) -> None:
     _require(args, 0, 1, "\\timing [on|off]")
     runner.display.timing = _on_off(args[0] if args else None, runner.display.timing, "timing")
     runner.write(f"Timing is {'on' if runner.display.timing else 'off'}.\n")
 
 
-def cmd_expanded(runner: Runner, args: list[str]) -> None:
+def cmd_expanded(runner: ShellContext, args: list[str]) -> None:
     _require(args, 0, 1, "\\x [on|off|auto]")
     if args and args[0].lower() == "auto":
         runner.display.expanded = "auto"
@@ -123,7 +123,7 @@ def cmd_expanded(runner: Runner, args: list[str]) -> None:
     runner.write(f"Expanded display is {'on' if on else 'off'}.\n")
 
 
-def cmd_views(runner: Runner, args: list[str]) -> None:
+def cmd_views(runner: ShellContext, args: list[str]) -> None:
     _require(args, 0, 1, "\\dv [NAME]")
     session = runner.session
     infos = session.info(_plain_name(args[0])[0] if args else None)
@@ -141,12 +141,12 @@ def cmd_views(runner: Runner, args: list[str]) -> None:
     runner.write(render_result(columns, [tuple(r) for r in rows], runner.display))
 
 
-def cmd_explain(runner: Runner, args: list[str]) -> None:
+def cmd_explain(runner: ShellContext, args: list[str]) -> None:
     _require(args, 1, 1, "\\explain NAME")
     runner.write(runner.session.explain(_plain_name(args[0])[0]).rstrip("\n") + "\n")
 
 
-def cmd_watch(runner: Runner, args: list[str]) -> None:
+def cmd_watch(runner: ShellContext, args: list[str]) -> None:
     from .watch import watch
 
     _require(args, 1, 2, "\\watch NAME [SECONDS]")
@@ -161,7 +161,7 @@ def cmd_watch(runner: Runner, args: list[str]) -> None:
     watch(runner, _plain_name(args[0])[0], interval)
 
 
-def cmd_include(runner: Runner, args: list[str]) -> None:
+def cmd_include(runner: ShellContext, args: list[str]) -> None:
     _require(args, 1, 1, "\\i FILE")
     path = _unquote_single(args[0])
     if not runner.run_file(path):
@@ -175,7 +175,7 @@ def _catalog_filter(session) -> str:
             "AND table_schema NOT LIKE 'pg\\_%'")
 
 
-def cmd_describe(runner: Runner, args: list[str]) -> None:
+def cmd_describe(runner: ShellContext, args: list[str]) -> None:
     _require(args, 0, 1, "\\d [NAME]")
     session = runner.session
     views = {i.name: i for i in session.info()}
@@ -221,7 +221,7 @@ def cmd_describe(runner: Runner, args: list[str]) -> None:
     runner.write(render_result(["Column", "Type", "Nullable", "Default"], rows, runner.display))
 
 
-COMMANDS: dict[str, Callable[[Runner, list[str]], None]] = {
+COMMANDS: dict[str, Callable[[ShellContext, list[str]], None]] = {
     "q": cmd_quit, "quit": cmd_quit, "?": cmd_help, "h": cmd_help, "help": cmd_help,
     "echo": cmd_echo, "conninfo": cmd_conninfo, "timing": cmd_timing, "x": cmd_expanded,
     "dv": cmd_views, "explain": cmd_explain, "watch": cmd_watch, "i": cmd_include,
@@ -234,7 +234,7 @@ def names() -> list[str]:
     return sorted(COMMANDS)
 
 
-def run(runner: Runner, line: str) -> None:
+def run(runner: ShellContext, line: str) -> None:
     """Run one meta-command line (with its leading backslash)."""
     body = line.strip()[1:]
     try:

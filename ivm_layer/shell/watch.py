@@ -3,7 +3,7 @@
 Subscribes to the view and calls ``session.poll()`` in a loop (every ``interval`` seconds; a
 PostgreSQL session waits on its replication stream for up to that long). Each change prints
 as ``+ row`` / ``- row``. ``poll`` runs in a worker thread (see
-:func:`runner.call_interruptibly`), so Ctrl-C ends the loop between two polls, never inside
+:func:`interrupt.call_interruptibly`), so Ctrl-C ends the loop between two polls, never inside
 one.
 """
 
@@ -13,19 +13,18 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from .interrupt import call_interruptibly
 from .render import render_change
 
 if TYPE_CHECKING:
-    from .runner import Runner
+    from .context import ShellContext
 
 
-def watch(runner: Runner, name: str, interval: float = 0.2,
+def watch(runner: ShellContext, name: str, interval: float = 0.2,
           stop: threading.Event | None = None) -> int:
     """Stream the changes of view ``name`` to the runner's output until Ctrl-C, or until
     ``stop`` is set (then the changes committed so far are printed first); returns how many
     change lines were printed."""
-    from .runner import call_interruptibly
-
     session = runner.session
     info = session.info(name)[0]
     columns = list(info.columns)
