@@ -33,9 +33,9 @@ _TOP_WORDS = re.compile(r"\b(UPDATE|SET|FROM|WHERE|RETURNING)\b", re.IGNORECASE)
 _ALIAS = re.compile(r'^(?P<table>.+?)(?:\s+(?:AS\s+)?(?P<alias>"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*))?$', re.IGNORECASE | re.DOTALL)
 
 
-def _top_level(text: str) -> list[tuple[str, int, int]]:
-    """``(KEYWORD, start, end)`` of UPDATE/SET/FROM/WHERE/RETURNING outside parentheses,
-    quotes and comments, in order; one pass over the text."""
+def top_level(text: str, words: re.Pattern = _TOP_WORDS) -> list[tuple[str, int, int]]:
+    """``(KEYWORD, start, end)`` of the ``words`` (by default UPDATE/SET/FROM/WHERE/RETURNING)
+    outside parentheses, quotes and comments, in order; one pass over the text."""
     out = []
     depth, i, n = 0, 0, len(text)
     while i < n:
@@ -50,9 +50,9 @@ def _top_level(text: str) -> list[tuple[str, int, int]]:
             depth -= 1
             i += 1
         elif depth == 0 and (c.isalpha()) and (i == 0 or not (text[i - 1].isalnum() or text[i - 1] in "_$")):
-            m = _TOP_WORDS.match(text, i)
+            m = words.match(text, i)
             if m:
-                out.append((m.group(1).upper(), m.start(), m.end()))
+                out.append((" ".join(m.group(1).upper().split()), m.start(), m.end()))
                 i = m.end()
             else:
                 while i < n and (text[i].isalnum() or text[i] in "_$"):
@@ -77,7 +77,7 @@ def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, lis
     [WHERE …] [RETURNING …]`` with ``?`` or no parameters: the target, ``FROM`` and ``WHERE``
     texts are cut at their top-level keywords. ``None`` for anything else (the parser then
     decides)."""
-    words = _top_level(text)
+    words = top_level(text)
     kinds = [w for w, _, _ in words]
     if kinds[:2] != ["UPDATE", "SET"] or kinds.count("FROM") > 1 or kinds.count("WHERE") > 1 \
             or kinds.count("SET") > 1 or "$" in text:
@@ -101,9 +101,9 @@ def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, lis
     qcols = [f"{alias}.{quote(c)}" for c in columns]
     cols = f"{', '.join(qcols)}, hash({', '.join(qcols)})"
     # positional parameters: those of SET come first; the pre-image uses FROM's and WHERE's
-    before = _count_marks(text[pos["SET"][1]:pos[order[0]][0]] if order else text[pos["SET"][1]:])
+    before = count_marks(text[pos["SET"][1]:pos[order[0]][0]] if order else text[pos["SET"][1]:])
     frm, where = section("FROM"), section("WHERE")
-    n_from, n_where = _count_marks(frm or ""), _count_marks(where or "")
+    n_from, n_where = count_marks(frm or ""), count_marks(where or "")
     wanted = list(range(before, before + n_from + n_where))
     cond = f" WHERE {where}" if where else ""
     if frm is None:
@@ -152,7 +152,7 @@ def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
     positions of the assigned columns. ``None`` when the new rows
     cannot be computed that way: ``FROM``, ``RETURNING``, subqueries, ``DEFAULT``, window or
     filtered aggregates, or a call of anything but a transaction-stable scalar function."""
-    words = _top_level(text)
+    words = top_level(text)
     kinds = [w for w, _, _ in words]
     if kinds not in (["UPDATE", "SET"], ["UPDATE", "SET", "WHERE"]):
         return None
@@ -187,7 +187,7 @@ def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
     return f"SELECT {', '.join(news + olds)} FROM {src}{where}", sorted(new)
 
 
-def _count_marks(text: str) -> int:
+def count_marks(text: str) -> int:
     """``?`` parameter marks outside quotes and comments."""
     n, i, size = 0, 0, len(text)
     while i < size:

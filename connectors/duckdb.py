@@ -37,11 +37,12 @@ from .duck_update import (
     CALL,
     SPECIAL_FORMS,
     param_subset,
+    quote,
     update_preimage,
     update_preimage_lexical,
     update_rows_select,
 )
-from .duck_update import quote  # noqa: F401 (re-exported: sessions quote names with it)
+from .duck_upsert import upsert_preimage
 
 SCHEMA = "ivm"
 _WRAP = 1 << 64
@@ -84,6 +85,16 @@ def generated_columns(conn, table: str, schema: str = "main") -> list[str]:
         [schema, table]).fetchall()]
 
 
+def unique_key(conn, table: str, schema: str = "main") -> list[str] | None:
+    """The columns of the table's one key (its only ``PRIMARY KEY`` or ``UNIQUE``
+    constraint), or None when it has none or several (an upsert may then conflict on any)."""
+    rows = conn.execute(
+        "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = ? "
+        "AND database_name = current_database() AND lower(table_name) = lower(?) "
+        "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')", [schema, table]).fetchall()
+    return list(rows[0][0]) if len(rows) == 1 else None
+
+
 def table_comment(conn, table: str) -> str | None:
     """The comment of base table ``main.table`` (``None`` when absent or no such table)."""
     row = conn.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = 'main' AND "
@@ -111,7 +122,7 @@ class TableCapture:
     ``TRUNCATE``) get the hash in their ``RETURNING``, where it is nearly free per row."""
 
     def __init__(self, table: str, columns: Sequence[str], types: Sequence[str] | None = None,
-                 generated: bool = False):
+                 generated: bool = False, key: Sequence[str] | None = None):
         self.table = table
         self.columns = list(columns)
         #: the columns' DuckDB types (hashes of captured rows are computed later with them);
@@ -121,6 +132,8 @@ class TableCapture:
         #: an UPDATE's new rows can be computed from its SET list (:meth:`update_rows`): not
         #: when the table has generated columns, whose new values DuckDB computes
         self.in_place = self.lazy and not generated
+        #: the table's one key (see :func:`unique_key`): upserts read the rows they may replace
+        self.key = [k.lower() for k in key] if key and types is not None else None
         self._stable: frozenset[str] | None = None
         self._volatile: frozenset[str] | None = None
         self.width = len(self.columns)
@@ -249,6 +262,29 @@ class TableCapture:
             return self.note(rows, 1, True)
         finally:
             conn.execute(f"DROP TABLE IF EXISTS temp.{STAGE}")
+
+    def upsert(self, conn, text: str, params, user_returning: bool) \
+            -> tuple[Any, list, list[tuple], list[tuple]] | None:
+        """Run an upsert (``INSERT OR REPLACE``, ``ON CONFLICT … DO UPDATE``) on a table with
+        one key: the rows it may replace are read first (:func:`upsert_preimage`), then it
+        runs with our ``RETURNING`` list; the replaced rows are those whose key came back.
+        Returns ``(user description or None, user rows, deleted rows, inserted rows)``, or
+        ``None`` when the statement is not of that shape (nothing ran)."""
+        if self.key is None or isinstance(params, Mapping) or self.volatile(conn, text):
+            return None
+        built = upsert_preimage(text, self.qtable, self.columns, self.types, self.key)
+        if built is None:
+            return None
+        sql, marks = built
+        if marks and (params is None or len(params) < marks):
+            return None
+        before = _execute(conn, sql, None if params is None else list(params)[:marks]).fetchall()
+        desc, rows, inserted = self.run_returning(conn, text, params, user_returning, 1)
+        at = [c.lower() for c in self.columns]
+        at = [at.index(k) for k in self.key]
+        came_back = {tuple(r[i] for i in at) for r in inserted}
+        deleted = [r for r in before if tuple(r[i] for i in at) in came_back]
+        return desc, rows, self.note(deleted, -1, True), inserted
 
     def update_rows(self, conn, text: str, params) -> tuple[list[tuple], list[tuple]] | None:
         """The rows a plain ``UPDATE t SET … [WHERE …]`` is about to change, before and after,

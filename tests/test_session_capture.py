@@ -304,3 +304,58 @@ def test_update_of_a_table_with_generated_columns():
     s.execute("UPDATE g SET a = 10 WHERE a = 1")
     assert sorted(s.execute("SELECT * FROM vg").fetchall()) == [(2, 4), (10, 20)]
     assert not s._catalog.captures["g"].changed(s.connection)
+
+
+UPSERTS = [
+    ("INSERT OR REPLACE INTO kk VALUES (1, 1, 50), (9, 9, 90)", None),
+    ("INSERT INTO kk VALUES (1, 2, 7), (3, 3, 3) ON CONFLICT (a, b) DO UPDATE SET v = excluded.v + kk.v", None),
+    ("INSERT INTO kk (b, a, v) VALUES (?, ?, ?) ON CONFLICT DO UPDATE SET v = ?", [2, 1, 5, 6]),
+    ("INSERT INTO kk VALUES (1, 1, 0), (2, 2, 0) ON CONFLICT DO UPDATE SET v = 100 WHERE excluded.v > kk.v",
+     None),                                                        # updates nothing: none returned
+    ("INSERT INTO kk SELECT a, b, v * 2 FROM kk WHERE a = 1 ON CONFLICT DO UPDATE SET v = excluded.v", None),
+    ("INSERT OR REPLACE INTO kk (SELECT 4, 4, 4) RETURNING v + 1 AS v1", None),
+    ("INSERT INTO kk VALUES ('5', 5, NULL) ON CONFLICT DO UPDATE SET v = 0", None),   # a cast key
+]
+
+
+@pytest.mark.parametrize("sql, params", UPSERTS)
+def test_upserts_read_the_rows_they_replace(sql, params, monkeypatch):
+    """An upsert on a table with one key reads the rows it may replace and learns the ones it
+    replaced from RETURNING — no table diff — and every view equals DuckDB after it."""
+    from ivm_layer.sessions.duck_writes import DuckWriter
+
+    s = connect()
+    s.execute("CREATE TABLE kk (a INTEGER, b INTEGER, v INTEGER, PRIMARY KEY (a, b))")
+    s.execute("INSERT INTO kk VALUES (1, 1, 1), (1, 2, 2), (2, 2, 2), (5, 5, 5)")
+    s.execute("CREATE INCREMENTAL VIEW vk AS SELECT a, v FROM kk WHERE v IS NULL OR v < 60")
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW mk AS SELECT x.a, y.v FROM kk x JOIN kk y ON x.a = y.b")
+    diffs = []
+    real = DuckWriter.apply_unseen
+    monkeypatch.setattr(DuckWriter, "apply_unseen", lambda self, cap, undo: diffs.append(cap.table) or
+                        real(self, cap, undo))
+    cur = s.execute(sql, params)
+    if "RETURNING" in sql:
+        assert cur.fetchall() == [(5,)]
+    assert diffs == []
+    for name, q in (("vk", "SELECT a, v FROM kk WHERE v IS NULL OR v < 60"),
+                    ("mk", "SELECT x.a, y.v FROM kk x JOIN kk y ON x.a = y.b")):
+        assert bag(s.execute(f"SELECT * FROM {name}").fetchall()) == bag(s.execute(q).fetchall()), name
+    assert not s._catalog.captures["kk"].changed(s.connection)
+
+
+def test_upserts_the_key_route_does_not_take():
+    """Several keys (a conflict may be on any), volatile sources, DEFAULT VALUES: diffed."""
+    s = connect()
+    s.execute("CREATE TABLE u2 (id INTEGER PRIMARY KEY, w VARCHAR UNIQUE, v INTEGER DEFAULT 1)")
+    s.execute("CREATE TABLE u1 (id INTEGER PRIMARY KEY, v DOUBLE)")
+    s.execute("INSERT INTO u2 VALUES (1, 'a', 1)")
+    s.execute("INSERT INTO u1 VALUES (1, 0.5)")
+    s.execute("CREATE INCREMENTAL VIEW vu AS SELECT u2.id, u2.w, u1.v FROM u2 JOIN u1 ON u2.id = u1.id")
+    assert s._catalog.captures["u2"].key is None and s._catalog.captures["u1"].key == ["id"]
+    s.execute("INSERT INTO u2 VALUES (1, 'b', 2) ON CONFLICT (id) DO UPDATE SET w = excluded.w")
+    s.execute("INSERT INTO u1 SELECT 1, random() ON CONFLICT DO UPDATE SET v = excluded.v")
+    cap = s._catalog.captures["u1"]
+    assert cap.upsert(s.connection, "INSERT INTO u1 SELECT 1, random() ON CONFLICT DO UPDATE SET v = 1",
+                      None, False) is None
+    check_sql = "SELECT u2.id, u2.w, u1.v FROM u2 JOIN u1 ON u2.id = u1.id"
+    assert bag(s.execute("SELECT * FROM vu").fetchall()) == bag(s.execute(check_sql).fetchall())

@@ -197,7 +197,8 @@ class DuckViews:
         for t in vs.tables:
             if t not in self.captures:
                 cap = duck.TableCapture(t, list(schema[t]), list(schema[t].values()),
-                                        generated=bool(duck.generated_columns(self.conn, t)))
+                                        generated=bool(duck.generated_columns(self.conn, t)),
+                                        key=duck.unique_key(self.conn, t))
                 cap.reset(self.conn)
                 self.captures[t] = cap
         self.load(vs.name, view, vs.tables, vs.static)

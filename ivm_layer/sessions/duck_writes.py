@@ -38,6 +38,9 @@ class DuckWriter:
             desc, rows, inserted = cap.run_returning(conn, r.text, params, user_returning, 1,
                                                      hashed="values" not in r.flags)
             n = len(inserted)
+        elif kind == "insert" and (got := cap.upsert(conn, r.text, params, user_returning)) is not None:
+            desc, rows, deleted, inserted = got
+            n = len(inserted)
         elif kind == "delete":
             desc, rows, deleted = cap.run_returning(conn, r.text, params, user_returning, -1)
             n = len(deleted)
