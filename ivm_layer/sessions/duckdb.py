@@ -30,6 +30,7 @@ when it connects; a row that fails the checks stops that view alone.
 from __future__ import annotations
 
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 
 from connectors import duckdb as duck
@@ -191,7 +192,8 @@ class Session(SessionBase):
             return Cursor()
         if kind == "drop":
             return self._drop(r, params)
-        found = self._catalog.names.find(text) if self._views else []
+        mentions = self._catalog.names.counts(text) if self._views else {}
+        found = list(mentions)
         if any(is_parameterized(self._views[n].view) for n in found if self._views[n].error is None):
             return self._lookup_read(r, params, found)
         if kind == "read" and params is None:
@@ -201,7 +203,8 @@ class Session(SessionBase):
                 return self._count(text, self._catalog.healthy(vs))
         if kind in ("alter", "create_table"):
             self._guard_ddl(r)
-        with self._serving(found):
+        with self._serving(found, [n for n, k in mentions.items()
+                                   if not reads.scanned_once(text, kind, r.flags, k)]):
             if kind in ("insert", "update", "delete", "truncate", "copy_from", "merge"):
                 if r.target in self._catalog.captures:
                     if self._in_txn:
@@ -223,16 +226,19 @@ class Session(SessionBase):
             return run(self._conn, text, params)
 
     @contextlib.contextmanager
-    def _serving(self, found: list[str]):
+    def _serving(self, found: list[str], twice: Iterable[str] = ()):
         """Register a lazy reader of the engine's rows for every served view among ``found``
-        (the views a statement mentions), for the duration of the statement."""
+        (the views a statement mentions), for the duration of the statement. Views in
+        ``twice`` (the statement may scan them more than once) are read into an Arrow table
+        first, O(view): a reader can be scanned only once."""
         names = [n for n in found if not self._views[n].materialized
                  and not (self._views[n].error is None and is_parameterized(self._views[n].view))]
         registered = []
         try:
             for n in names:
                 vs = self._catalog.healthy(self._views[n])
-                self._conn.register(reads.rows_name(n), reads.view_reader(vs.view, vs.schema))
+                reader = reads.view_reader(vs.view, vs.schema)
+                self._conn.register(reads.rows_name(n), reader.read_all() if n in twice else reader)
                 registered.append(n)
             yield
         finally:
@@ -255,7 +261,9 @@ class Session(SessionBase):
                 rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
                 self._conn.register(lk.name, reads.reader(rows, vs.schema))
                 registered.append(lk.name)
-            with self._serving(self._catalog.names.find(sql)):
+            mentions = self._catalog.names.counts(sql)
+            with self._serving(list(mentions), [n for n, k in mentions.items()
+                                                if not reads.scanned_once(sql, "read", frozenset(), k)]):
                 return run(self._conn, sql, None)
         finally:
             for name in registered:

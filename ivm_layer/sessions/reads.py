@@ -133,9 +133,27 @@ class ViewNames:
             self._re = re.compile(rf'(?<![\w$])"?({alt})"?(?![\w$])', re.IGNORECASE)
 
     def find(self, text: str) -> list[str]:
-        if self._re is None:
-            return []
-        return list(dict.fromkeys(m.group(1).lower() for m in self._re.finditer(text)))
+        return list(self.counts(text))
+
+    def counts(self, text: str) -> dict[str, int]:
+        """``{view: how many times the text names it}``, in order of first mention."""
+        out: dict[str, int] = {}
+        if self._re is not None:
+            for m in self._re.finditer(text):
+                name = m.group(1).lower()
+                out[name] = out.get(name, 0) + 1
+        return out
+
+
+_WITH = re.compile(r"\bWITH\b", re.IGNORECASE)
+
+
+def scanned_once(text: str, kind: str, flags: frozenset, mentions: int) -> bool:
+    """Whether DuckDB reads a served view the statement names ``mentions`` times at most once,
+    so a one-pass Arrow reader can serve it: not when it is named twice, under a ``WITH``
+    (a CTE may be scanned per reference), or in an ``UPDATE`` or upsert (the session reads
+    the rows they change with a separate ``SELECT`` first)."""
+    return mentions == 1 and kind != "update" and "upsert" not in flags and not _WITH.search(text)
 
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
