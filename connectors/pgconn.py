@@ -288,3 +288,47 @@ def driver_errors(target: str | None = None):
         yield
     except psycopg.Error as e:
         raise as_ivm_error(e, target) from None
+
+
+# -- the driver's facts, for code outside connectors/ (which never imports psycopg) ------------
+def driver_error() -> type[BaseException]:
+    """The driver's base exception class (``except pgconn.driver_error() as e``)."""
+    import psycopg
+
+    return psycopg.Error
+
+
+def is_dropped(err: BaseException) -> bool:
+    """Whether ``err`` says the connection failed (server restart, network), not the statement."""
+    import psycopg
+
+    return isinstance(err, psycopg.OperationalError)
+
+
+def is_permission_error(err: BaseException) -> bool:
+    import psycopg
+
+    return isinstance(err, psycopg.errors.InsufficientPrivilege)
+
+
+def in_transaction(conn) -> bool:
+    """Whether a transaction block is open on ``conn`` (also a failed one)."""
+    from psycopg import pq
+
+    return conn.pgconn.transaction_status not in (pq.TransactionStatus.IDLE, pq.TransactionStatus.UNKNOWN)
+
+
+def transaction_failed(conn) -> bool:
+    """Whether the open transaction block on ``conn`` failed (only ROLLBACK is accepted)."""
+    from psycopg import pq
+
+    return conn.pgconn.transaction_status == pq.TransactionStatus.INERROR
+
+
+@contextlib.contextmanager
+def exists_ok():
+    """Ignore "already exists" from a ``CREATE … IF NOT EXISTS`` that raced another session."""
+    import psycopg
+
+    with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+        yield

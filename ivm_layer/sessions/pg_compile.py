@@ -6,6 +6,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
+from connectors import pgconn
 from connectors import postgres as pgc
 from connectors.checkpoint import CheckpointStore
 
@@ -49,8 +50,6 @@ def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
 
 def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None = None) -> PgView:
     """The engine view, output columns/types, slot and checkpoint store of a definition."""
-    import psycopg
-
     ctl = ctx.ctl
     used = used_columns(ctx, st)
     # a table read for its row count only (COUNT(*)) has no used column: the engine sees
@@ -62,10 +61,10 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
                        "views are read through DuckDB sessions and compile_view(...).lookup() for now")
     try:
         cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
-    except psycopg.errors.InsufficientPrivilege as e:
-        raise IVMError(f"incremental view {st.name!r}: permission denied reading its tables "
-                       f"({str(e).strip()}); GRANT SELECT on them to this role") from None
-    except psycopg.Error as e:
+    except pgconn.driver_error() as e:
+        if pgconn.is_permission_error(e):
+            raise IVMError(f"incremental view {st.name!r}: permission denied reading its tables "
+                           f"({str(e).strip()}); GRANT SELECT on them to this role") from None
         raise SQLError(f"incremental view {st.name!r}: {str(e).strip()}") from None
     columns = dedupe_names([d.name for d in cur.description])
     types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]

@@ -49,10 +49,7 @@ class UserConnection:
         return self.raw
 
     def in_txn(self) -> bool:
-        from psycopg import pq
-
-        return self.raw.pgconn.transaction_status not in (pq.TransactionStatus.IDLE,
-                                                          pq.TransactionStatus.UNKNOWN)
+        return pgconn.in_transaction(self.raw)
 
     def wrote(self) -> None:
         """A statement that may write ran (or a COPY FROM is about to)."""
@@ -72,14 +69,12 @@ class UserConnection:
         return SQLError(text)
 
     def run(self, text: str, params) -> Cursor:
-        import psycopg
-
         conn = self.conn
         try:
             res = conn.execute(text, params)
             while res.nextset():         # a multi-statement string: the last result counts
                 pass
-        except psycopg.Error as e:
+        except pgconn.driver_error() as e:
             raise self.error(conn, e) from None
         desc = res.description
         rows = res.fetchall() if desc is not None else []
@@ -87,8 +82,6 @@ class UserConnection:
 
     @contextlib.contextmanager
     def copy(self, statement: str):
-        import psycopg
-
         if not COPY_STDIO.match(statement):
             raise IVMError("copy() takes COPY … FROM STDIN or COPY … TO STDOUT")
         if re.search(r"\bFROM\s+STDIN\b", statement, re.IGNORECASE):
@@ -97,7 +90,7 @@ class UserConnection:
         try:
             with conn.cursor().copy(statement) as cp:
                 yield cp
-        except psycopg.Error as e:
+        except pgconn.driver_error() as e:
             raise self.error(conn, e) from None
 
     def copy_statement(self, text: str, params) -> Cursor:
@@ -130,8 +123,6 @@ class UserConnection:
         that wrote, PostgreSQL evaluates the definition itself instead, so the read sees the
         transaction's own uncommitted writes (as in DuckDB sessions); the table is rebuilt
         from the engine on the next read after the block."""
-        import psycopg
-
         conn = self.conn
         if self.generation != self.served_generation:      # re-opened: the TEMP tables are gone
             self.forget_served(views)
@@ -146,8 +137,8 @@ class UserConnection:
             return
         try:
             vs.served.refresh(conn, vs.view.rows(), in_txn)
-        except psycopg.OperationalError:
-            if not (self.raw.closed or self.raw.broken) or in_txn:
+        except Exception as e:
+            if not pgconn.is_dropped(e) or not (self.raw.closed or self.raw.broken) or in_txn:
                 raise
             _ = self.conn                  # dropped since the last statement: re-open, reload
             self.forget_served(views)

@@ -18,6 +18,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
+from connectors import pgconn
 from connectors import postgres as pgc
 from connectors.checkpoint import CheckpointError, CheckpointStore
 from connectors.pgoutput import lsn_str
@@ -67,14 +68,12 @@ class ViewCatalog:
 
     # -- the catalog --------------------------------------------------------------------------
     def ensure(self) -> None:
-        import psycopg
-
         for stmt in ("CREATE SCHEMA IF NOT EXISTS ivm",
                      ("CREATE TABLE IF NOT EXISTS ivm.views (session text NOT NULL, name text NOT NULL, "
                       "kind text NOT NULL, definition text NOT NULL, slot text NOT NULL, "
                       "PRIMARY KEY (session, name))"),
                      "CREATE TABLE IF NOT EXISTS ivm.progress (slot text PRIMARY KEY, lsn bigint NOT NULL)"):
-            with contextlib.suppress(psycopg.errors.UniqueViolation, psycopg.errors.DuplicateObject):
+            with pgconn.exists_ok():
                 self.ctx.ctl.execute(stmt)
 
     def load(self) -> None:

@@ -310,13 +310,13 @@ class PostgresSession(SessionBase):
         session's own writes, wait for them), then answer from the engine where the shape
         allows, else bring the served views' TEMP tables up to date and run it. A read that
         finds the user's connection dropped (server restart) is run again on a new one."""
-        import psycopg
-
         if r.kind != "read" or self._user.in_txn():
             return self._serve_once(r, names, params)
         try:
             return self._serve_once(r, names, params)
-        except (ConnectionLostError, psycopg.OperationalError):
+        except Exception as e:
+            if not isinstance(e, ConnectionLostError) and not pgconn.is_dropped(e):
+                raise
             if not (self._user.raw.closed or self._user.raw.broken):
                 raise
             _ = self._user.conn
@@ -345,10 +345,8 @@ class PostgresSession(SessionBase):
         return cur
 
     def _transaction(self, r, params) -> Cursor:
-        from psycopg import pq
-
         user = self._user
-        failed = user.raw.pgconn.transaction_status == pq.TransactionStatus.INERROR
+        failed = pgconn.transaction_failed(user.raw)
         cur = user.run(r.text, params)
         if r.kind in ("commit", "rollback"):
             committed = r.kind == "commit" and not failed
