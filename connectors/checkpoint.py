@@ -307,7 +307,13 @@ def read_position(directory: Path, name: str) -> int | None:
     """The position (LSN) a checkpoint is at — its snapshot's, advanced by the complete lines
     of that snapshot's log — without loading rows or changing any file; None without a
     snapshot. Raises :class:`CheckpointError` for an unsafe or malformed file."""
-    snap, log = Path(directory) / f"{name}.snap", Path(directory) / f"{name}.log"
+    try:
+        return _read_position(Path(directory) / f"{name}.snap", Path(directory) / f"{name}.log")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"checkpoint in {directory} is malformed: {e}") from None
+
+
+def _read_position(snap: Path, log: Path) -> int | None:
     try:
         fd = _open_private(snap)
     except FileNotFoundError:
@@ -482,7 +488,10 @@ class CheckpointStore:
             except (ValueError, KeyError, TypeError, IndexError, CheckpointError) as e:
                 raise CheckpointError(f"checkpoint {self.snap_path} is malformed: {e}") from None
             self.snapshot_bytes = f.tell()
-        lsn = self._replay(header["snapshot"], tables, lsn)
+        try:
+            lsn = self._replay(header["snapshot"], tables, lsn)
+        except UnicodeDecodeError as e:
+            raise CheckpointError(f"checkpoint log {self.log_path} is malformed: {e}") from None
         return Checkpoint(header, tables, lsn)
 
     def _replay(self, sid: str, tables: dict[str, dict[tuple, int]], lsn: int) -> int:

@@ -125,6 +125,21 @@ def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
     return {t: d for t, d in out.items() if d}
 
 
+def encode_changes(changes: Changes) -> bytes:
+    """A consolidated batch in the checkpoint format (columnar typed JSON; no pickle)."""
+    return json.dumps({t: ckpt.encode_columns(list(rows.items())) for t, rows in changes.items() if rows}).encode()
+
+
+def decode_changes(data: bytes) -> Changes:
+    """Inverse of :func:`encode_changes`; anything else raises :class:`StateError`."""
+    try:
+        doc = json.loads(data)
+        return {str(t): dict(ckpt.decode_columns(c)) for t, c in doc.items()}
+    except (ValueError, TypeError, AttributeError, ckpt.CheckpointError) as e:   # UnicodeDecodeError too
+        raise StateError(f"not a batch of the engine state ({e}); a state of an older version "
+                         "(pickled) cannot be loaded: start from a new checkpoint") from None
+
+
 class EngineState:
     """The compiled views; the base rows are the ones the views hold (no second copy)."""
 
@@ -217,16 +232,19 @@ class EngineState:
 
     def load(self, data: bytes) -> None:
         """Replace an empty state by :meth:`dump`'s output (nothing in it is executed)."""
-        lines = data.decode().splitlines(keepends=True)
         try:
+            lines = [line for line in data.decode().split("\n") if line]
             header = json.loads(lines[0]) if lines else None
             names = [str(t) for t in header["tables"]]
             if header.get("version") not in ckpt.READABLE_VERSIONS:
                 raise ValueError(f"version {header.get('version')!r}")
-        except (ValueError, KeyError, TypeError, AttributeError) as e:
+        except (ValueError, KeyError, TypeError, AttributeError) as e:   # UnicodeDecodeError too
             raise StateError(f"not an engine state snapshot ({e}); a state of an older version "
                              "(pickled) cannot be loaded: start from a new checkpoint") from None
-        tables, _ = ckpt.read_snapshot_lines(lines[1:], names)
+        try:
+            tables, _ = ckpt.read_snapshot_lines(lines[1:], names)
+        except ckpt.CheckpointError as e:
+            raise StateError(f"the engine state snapshot is malformed: {e}") from None
         self.load_tables(tables)
 
     def load_tables(self, tables: Mapping[str, Mapping[tuple, int]]) -> None:
