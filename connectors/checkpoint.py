@@ -48,6 +48,8 @@ import secrets
 import stat
 import uuid
 from collections.abc import Iterable
+from itertools import islice, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -170,36 +172,41 @@ _PLAIN_COLUMN = frozenset((int, str, bool, type(None)))
 def encode_columns(items: list[tuple[tuple, int]]) -> dict:
     """``[(row, count), …]`` (rows of one table, one arity) → a columnar chunk (see the
     module docstring)."""
+    rows = list(map(itemgetter(0), items))
+    ks = list(map(itemgetter(1), items))
+    if len(set(map(len, rows))) > 1:
+        raise CheckpointError("cannot checkpoint rows of different lengths in one table")
     cols = []
-    for col in zip(*(row for row, _ in items)):
-        if all(type(v) in _PLAIN_COLUMN for v in col):
-            cols.append(list(col))
-        else:
-            cols.append({"v": [encode(v) for v in col]})
-    ks = [k for _, k in items]
-    return {"n": len(items), "cols": cols, "k": None if all(k == 1 for k in ks) else ks}
+    for j in range(len(rows[0]) if rows else 0):
+        col = list(map(itemgetter(j), rows))
+        cols.append(col if set(map(type, col)) <= _PLAIN_COLUMN else {"v": [encode(v) for v in col]})
+    return {"n": len(items), "cols": cols, "k": None if ks.count(1) == len(ks) else ks}
 
 
 def decode_columns(chunk: Any) -> list[tuple[tuple, int]]:
     """Inverse of :func:`encode_columns`; anything malformed raises :class:`CheckpointError`."""
+    rows, ks = _column_rows(chunk)
+    return list(zip(rows, ks if ks is not None else repeat(1)))
+
+
+def _column_rows(chunk: Any) -> tuple[list[tuple], list[int] | None]:
+    """A columnar chunk → its rows and counts (None: all 1)."""
     try:
         n = chunk["n"]
         cols = []
         for col in chunk["cols"]:
             if type(col) is dict:
                 col = [decode(v) for v in col["v"]]
-            elif type(col) is not list or any(type(v) not in _PLAIN_COLUMN for v in col):
+            elif type(col) is not list or not set(map(type, col)) <= _PLAIN_COLUMN:
                 raise CheckpointError("malformed checkpoint column")
             if len(col) != n:
                 raise CheckpointError("malformed checkpoint chunk: columns of different lengths")
             cols.append(col)
         rows = list(zip(*cols)) if cols else [()] * n
         ks = chunk["k"]
-        if ks is None:
-            return [(r, 1) for r in rows]
-        if type(ks) is not list or len(ks) != n or any(type(k) is not int for k in ks):
+        if ks is not None and (type(ks) is not list or len(ks) != n or not set(map(type, ks)) <= {int}):
             raise CheckpointError("malformed checkpoint chunk: bad counts")
-        return list(zip(rows, ks))
+        return rows, ks
     except (KeyError, TypeError) as e:
         raise CheckpointError(f"malformed checkpoint chunk: {e}") from None
 
@@ -221,16 +228,21 @@ def decode_chunk(chunk: Any) -> list[tuple[tuple, int]]:
 def snapshot_lines(names: list[str], tables: dict[str, Iterable[tuple[tuple, int]]],
                    columnar: bool) -> Iterable[tuple[str, int]]:
     """The chunk lines of a snapshot (``(line, rows in it)``; tables in ``names`` order)."""
-    size = COLUMNAR_CHUNK if columnar else SNAPSHOT_CHUNK
+    if columnar:
+        for i, t in enumerate(names):
+            it = iter(tables[t])
+            while chunk := list(islice(it, COLUMNAR_CHUNK)):
+                yield json.dumps([i, encode_columns(chunk)]) + "\n", len(chunk)
+        return
     for i, t in enumerate(names):
         chunk: list = []
         for item in tables[t]:
-            chunk.append(item if columnar else [encode_row(item[0]), item[1]])
-            if len(chunk) == size:
-                yield json.dumps([i, encode_columns(chunk) if columnar else chunk]) + "\n", len(chunk)
+            chunk.append([encode_row(item[0]), item[1]])
+            if len(chunk) == SNAPSHOT_CHUNK:
+                yield json.dumps([i, chunk]) + "\n", len(chunk)
                 chunk = []
         if chunk:
-            yield json.dumps([i, encode_columns(chunk) if columnar else chunk]) + "\n", len(chunk)
+            yield json.dumps([i, chunk]) + "\n", len(chunk)
 
 
 def read_snapshot_lines(lines: Iterable[str], names: list[str]) -> tuple[dict[str, dict[tuple, int]], int]:
@@ -241,9 +253,16 @@ def read_snapshot_lines(lines: Iterable[str], names: list[str]) -> tuple[dict[st
     try:
         for line in lines:
             i, chunk = json.loads(line)
-            pairs = decode_chunk(chunk)
-            tables[names[i]].update(pairs)
-            n += len(pairs)
+            if type(i) is not int or i < 0:
+                raise CheckpointError(f"bad table index {i!r}")
+            if type(chunk) is dict:
+                rows, ks = _column_rows(chunk)
+                tables[names[i]].update(zip(rows, ks if ks is not None else repeat(1)))
+                n += len(rows)
+            else:
+                pairs = decode_chunk(chunk)
+                tables[names[i]].update(pairs)
+                n += len(pairs)
     except (ValueError, KeyError, TypeError, IndexError) as e:
         raise CheckpointError(f"malformed checkpoint snapshot: {e}") from None
     return tables, n
