@@ -133,7 +133,7 @@ def encode_changes(changes: Changes) -> bytes:
 def decode_changes(data: bytes) -> Changes:
     """Inverse of :func:`encode_changes`; anything else raises :class:`StateError`."""
     try:
-        doc = json.loads(data)
+        doc = json.loads(bytes(data))
         return {str(t): dict(ckpt.decode_columns(c)) for t, c in doc.items()}
     except (ValueError, TypeError, AttributeError, ckpt.CheckpointError) as e:   # UnicodeDecodeError too
         raise StateError(f"not a batch of the engine state ({e}); a state of an older version "
@@ -233,7 +233,7 @@ class EngineState:
     def load(self, data: bytes) -> None:
         """Replace an empty state by :meth:`dump`'s output (nothing in it is executed)."""
         try:
-            lines = [line for line in data.decode().split("\n") if line]
+            lines = [line for line in bytes(data).decode().split("\n") if line]
             header = json.loads(lines[0]) if lines else None
             names = [str(t) for t in header["tables"]]
             if header.get("version") not in ckpt.READABLE_VERSIONS:
