@@ -155,6 +155,14 @@ def test_torn_last_log_line_is_ignored_and_cut(tmp_path):
     assert _views(third) == _views(again) == _oracle(again)
 
 
+def test_a_lost_snapshot_is_not_mistaken_for_a_fresh_checkpoint(tmp_path):
+    store = CheckpointStore(str(tmp_path), DEFS)
+    store.append(0, next(_stream(2, 1)))
+    (tmp_path / "state.snap").unlink()
+    with pytest.raises(StateError, match="lost its snapshot"):
+        CheckpointStore(str(tmp_path), DEFS)
+
+
 def test_a_log_of_another_snapshot_is_not_replayed(tmp_path):
     """A crash after the new snapshot was renamed into place but before its log replaced the
     old one: the old log (whose batches the snapshot includes) is ignored."""

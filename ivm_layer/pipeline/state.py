@@ -308,6 +308,9 @@ class CheckpointStore:
         self._last = self.last_batch_in(directory)
         self._open = False
         if not self.files.snap_path.exists():   # a fresh checkpoint: an empty snapshot starts the log
+            if self.files.log_path.exists():
+                raise StateError(f"the engine checkpoint {directory} has a change log but lost its "
+                                 "snapshot; use a new --checkpoint")
             self.files.write_snapshot({"batch": -1}, {}, -1, columnar=True)
             self._open = True
 
