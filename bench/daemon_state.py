@@ -54,10 +54,10 @@ def main(argv: list[str] | None = None) -> dict:
     args = ap.parse_args(argv)
     n, nc = args.rows, args.rows // 10
     out: dict = {"rows": n, "view": VIEW.select_sql}
+    gc.collect()
+    tracemalloc.start()     # before the rows exist: the state's memory includes the row tuples
     rows = {"c": {(i, f"cust{i}"): 1 for i in range(nc)},
             "o": {(i, i % nc, f"n{i % 977}"): 1 for i in range(n - nc)}}
-    gc.collect()
-    tracemalloc.start()
     st = EngineState([VIEW], SCHEMA)
     st.apply(rows)
     del rows
@@ -82,10 +82,21 @@ def main(argv: list[str] | None = None) -> dict:
             ch = {"o": {(n + b * args.batch_rows + j, rnd.randrange(nc), "new"): 1 for j in range(args.batch_rows)}}
             st.apply(ch)
             store.append(b, ch)
-        fresh = EngineState([VIEW], SCHEMA)
+        del data
+        gc.collect()
         t = time.process_time()
+        fresh = EngineState([VIEW], SCHEMA)
         last = CheckpointStore(os.path.join(d, "engine"), [VIEW]).recover(fresh)
         out["recover_cpu_s"] = round(time.process_time() - t, 3)
+        del fresh
+        gc.collect()
+        tracemalloc.start()
+        fresh = EngineState([VIEW], SCHEMA)
+        CheckpointStore(os.path.join(d, "engine"), [VIEW]).recover(fresh)
+        gc.collect()
+        now, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        out["recovered_state_mib"], out["recover_peak_mib"] = round(now / 2**20, 1), round(peak / 2**20, 1)
         assert last == args.batches and len(fresh.views["oc"]) == len(st.views["oc"])
     finally:
         shutil.rmtree(d, ignore_errors=True)
