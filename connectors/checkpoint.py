@@ -14,6 +14,13 @@ A checkpoint is two files in a private state directory, named by a validated ide
   snapshot, the caller writes a new snapshot (:meth:`write_snapshot`), which starts an
   empty log.
 
+A snapshot of version 3 (``write_snapshot(…, columnar=True)``, the daemon's engine state)
+stores its chunks column by column, ``[table_index, {"n": rows, "cols": [col, …], "k": [count, …] | null}]``
+(``k`` null: every count is 1), and its log lines may carry ``"columns": {table: chunk}`` in
+place of ``"changes"``. A column of plain values (``int``, ``str``, ``bool``, ``None``) is a
+JSON list that loads at C speed (rows are rebuilt by ``zip``); any other column is
+``{"v": [tagged value, …]}``. Readers accept versions 2 and 3.
+
 Values are encoded with explicit tags, so loading only builds plain values: ``int``,
 ``str``, ``bool`` and ``None`` as JSON, and ``["f", hex]`` float (NaN and ±inf exact),
 ``["n", text]`` Decimal (NaN, ±Infinity), ``["ts", iso]`` datetime (naive or aware),
@@ -41,6 +48,8 @@ import secrets
 import stat
 import uuid
 from collections.abc import Iterable
+from itertools import islice, repeat
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -49,6 +58,9 @@ from ivm_layer.errors import IVMError
 from .pgoutput import canonical_float
 
 FORMAT_VERSION = 2
+COLUMNAR_VERSION = 3            # snapshots whose chunks are columnar (see the module docstring)
+READABLE_VERSIONS = (FORMAT_VERSION, COLUMNAR_VERSION)
+COLUMNAR_CHUNK = 65536          # rows per columnar snapshot line
 SNAPSHOT_CHUNK = 4096           # rows per snapshot line
 NAME = re.compile(r"[a-z0-9_]{1,63}")
 
@@ -154,6 +166,108 @@ def decode_row(d: Any) -> tuple:
     return tuple(decode(v) if type(v) is list or type(v) is dict or type(v) is float else v for v in d)
 
 
+_PLAIN_COLUMN = frozenset((int, str, bool, type(None)))
+
+
+def encode_columns(items: list[tuple[tuple, int]]) -> dict:
+    """``[(row, count), …]`` (rows of one table, one arity) → a columnar chunk (see the
+    module docstring)."""
+    rows = list(map(itemgetter(0), items))
+    ks = list(map(itemgetter(1), items))
+    if len(set(map(len, rows))) > 1:
+        raise CheckpointError("cannot checkpoint rows of different lengths in one table")
+    cols = []
+    for j in range(len(rows[0]) if rows else 0):
+        col = list(map(itemgetter(j), rows))
+        cols.append(col if set(map(type, col)) <= _PLAIN_COLUMN else {"v": [encode(v) for v in col]})
+    return {"n": len(items), "cols": cols, "k": None if ks.count(1) == len(ks) else ks}
+
+
+def decode_columns(chunk: Any) -> list[tuple[tuple, int]]:
+    """Inverse of :func:`encode_columns`; anything malformed raises :class:`CheckpointError`."""
+    rows, ks = _column_rows(chunk)
+    return list(zip(rows, ks if ks is not None else repeat(1)))
+
+
+def _column_rows(chunk: Any) -> tuple[list[tuple], list[int] | None]:
+    """A columnar chunk → its rows and counts (None: all 1)."""
+    try:
+        n = chunk["n"]
+        cols = []
+        for col in chunk["cols"]:
+            if type(col) is dict:
+                col = [decode(v) for v in col["v"]]
+            elif type(col) is not list or not set(map(type, col)) <= _PLAIN_COLUMN:
+                raise CheckpointError("malformed checkpoint column")
+            if len(col) != n:
+                raise CheckpointError("malformed checkpoint chunk: columns of different lengths")
+            cols.append(col)
+        rows = list(zip(*cols)) if cols else [()] * n
+        ks = chunk["k"]
+        if ks is not None and (type(ks) is not list or len(ks) != n or not set(map(type, ks)) <= {int}):
+            raise CheckpointError("malformed checkpoint chunk: bad counts")
+        return rows, ks
+    except (KeyError, TypeError) as e:
+        raise CheckpointError(f"malformed checkpoint chunk: {e}") from None
+
+
+def decode_chunk(chunk: Any) -> list[tuple[tuple, int]]:
+    """A snapshot chunk of either layout (rows ``[[row, k], …]`` or columnar) → ``[(row, k), …]``."""
+    if type(chunk) is dict:
+        return decode_columns(chunk)
+    if type(chunk) is not list:
+        raise CheckpointError("malformed checkpoint chunk")
+    out = []
+    for row, k in chunk:
+        if type(k) is not int:
+            raise CheckpointError("malformed checkpoint chunk: bad count")
+        out.append((decode_row(row), k))
+    return out
+
+
+def snapshot_lines(names: list[str], tables: dict[str, Iterable[tuple[tuple, int]]],
+                   columnar: bool) -> Iterable[tuple[str, int]]:
+    """The chunk lines of a snapshot (``(line, rows in it)``; tables in ``names`` order)."""
+    if columnar:
+        for i, t in enumerate(names):
+            it = iter(tables[t])
+            while chunk := list(islice(it, COLUMNAR_CHUNK)):
+                yield json.dumps([i, encode_columns(chunk)]) + "\n", len(chunk)
+        return
+    for i, t in enumerate(names):
+        chunk: list = []
+        for item in tables[t]:
+            chunk.append([encode_row(item[0]), item[1]])
+            if len(chunk) == SNAPSHOT_CHUNK:
+                yield json.dumps([i, chunk]) + "\n", len(chunk)
+                chunk = []
+        if chunk:
+            yield json.dumps([i, chunk]) + "\n", len(chunk)
+
+
+def read_snapshot_lines(lines: Iterable[str], names: list[str]) -> tuple[dict[str, dict[tuple, int]], int]:
+    """Chunk lines (after the header) → ``({table: {row: count}}, rows read)``; raises
+    :class:`CheckpointError` for anything malformed."""
+    tables: dict[str, dict[tuple, int]] = {str(t): {} for t in names}
+    n = 0
+    try:
+        for line in lines:
+            i, chunk = json.loads(line)
+            if type(i) is not int or i < 0:
+                raise CheckpointError(f"bad table index {i!r}")
+            if type(chunk) is dict:
+                rows, ks = _column_rows(chunk)
+                tables[names[i]].update(zip(rows, ks if ks is not None else repeat(1)))
+                n += len(rows)
+            else:
+                pairs = decode_chunk(chunk)
+                tables[names[i]].update(pairs)
+                n += len(pairs)
+    except (ValueError, KeyError, TypeError, IndexError) as e:
+        raise CheckpointError(f"malformed checkpoint snapshot: {e}") from None
+    return tables, n
+
+
 # -- the directory ------------------------------------------------------------------------------
 def private_dir(path: Path, create: bool = True) -> Path:
     """``path`` as a private directory: created 0700 (with missing parents 0700 too);
@@ -205,6 +319,52 @@ def _fsync_dir(path: Path) -> None:
         os.close(fd)
 
 
+_LOG_LSN = re.compile(r'\{"lsn": (-?\d+), ')
+
+
+def read_position(directory: Path, name: str) -> int | None:
+    """The position (LSN) a checkpoint is at — its snapshot's, advanced by the complete lines
+    of that snapshot's log — without loading rows or changing any file; None without a
+    snapshot. Raises :class:`CheckpointError` for an unsafe or malformed file."""
+    try:
+        return _read_position(Path(directory) / f"{name}.snap", Path(directory) / f"{name}.log")
+    except UnicodeDecodeError as e:
+        raise CheckpointError(f"checkpoint in {directory} is malformed: {e}") from None
+
+
+def _read_position(snap: Path, log: Path) -> int | None:
+    try:
+        fd = _open_private(snap)
+    except FileNotFoundError:
+        return None
+    with os.fdopen(fd, "r", encoding="utf-8") as f:
+        try:
+            header = json.loads(f.readline())
+            pos, sid = int(header["lsn"]), header["snapshot"]
+        except (ValueError, KeyError, TypeError) as e:
+            raise CheckpointError(f"checkpoint {snap} is malformed: {e}") from None
+    try:
+        fd = _open_private(log)
+    except FileNotFoundError:
+        return pos
+    with os.fdopen(fd, "r", encoding="utf-8") as f:
+        try:
+            head = json.loads(f.readline())
+        except ValueError:
+            return pos
+        if not isinstance(head, dict) or head.get("snapshot") != sid:
+            return pos
+        for line in f:
+            if not line.endswith("\n"):
+                break
+            m = _LOG_LSN.match(line)
+            try:
+                pos = max(pos, int(m.group(1)) if m else int(json.loads(line)["lsn"]))
+            except (ValueError, KeyError, TypeError) as e:
+                raise CheckpointError(f"checkpoint log {log} is malformed: {e}") from None
+    return pos
+
+
 class Checkpoint:
     """What :meth:`CheckpointStore.load` returns."""
 
@@ -229,45 +389,44 @@ class CheckpointStore:
         self.log_bytes = 0
         self.snapshot_bytes = 0
         self.snapshot_rows = 0
-        self._pending_lsn = 0         # appended, not yet fsynced
+        self._pending_lsn: int | None = None   # appended, not yet fsynced
+        self.log_entries = 0          # batches in the log (replayed by load() or appended since)
 
     # -- writing ---------------------------------------------------------------------------
-    def write_snapshot(self, meta: dict, tables: dict[str, Iterable[tuple[tuple, int]]], lsn: int) -> None:
-        """Atomically replace the snapshot (and start an empty log for it)."""
+    def write_snapshot(self, meta: dict, tables: dict[str, Iterable[tuple[tuple, int]]], lsn: int,
+                       columnar: bool = False) -> None:
+        """Atomically replace the snapshot (and start an empty log for it). ``columnar``
+        writes version 3 (column-wise chunks: several times faster to load for plain values).
+        The snapshot is renamed into place before the new log replaces the old one, so a crash
+        in between leaves the new snapshot with a log of the old one, which is ignored."""
         private_dir(self.dir)
         self.close()
         sid = secrets.token_hex(8)
         names = sorted(tables)
-        header = dict(meta, version=FORMAT_VERSION, snapshot=sid, lsn=lsn, tables=names)
+        header = dict(meta, version=COLUMNAR_VERSION if columnar else FORMAT_VERSION, snapshot=sid,
+                      lsn=lsn, tables=names)
         tmp = self.dir / f".{self.name}.snap.{secrets.token_hex(4)}.tmp"
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         try:
             with os.fdopen(fd, "w", encoding="utf-8") as f:
                 f.write(json.dumps(header) + "\n")
                 n = 0
-                for i, t in enumerate(names):
-                    chunk: list = []
-                    for row, k in tables[t]:
-                        chunk.append([encode_row(row), k])
-                        if len(chunk) == SNAPSHOT_CHUNK:
-                            f.write(json.dumps([i, chunk]) + "\n")
-                            n += len(chunk)
-                            chunk = []
-                    if chunk:
-                        f.write(json.dumps([i, chunk]) + "\n")
-                        n += len(chunk)
+                for line, rows in snapshot_lines(names, tables, columnar):
+                    f.write(line)
+                    n += rows
                 f.flush()
                 os.fsync(f.fileno())
                 self.snapshot_bytes = f.tell()
             self.snapshot_rows = n
-            self._new_log(sid)
             os.replace(tmp, self.snap_path)
             _fsync_dir(self.dir)
+            self._new_log(sid)
         except BaseException:
             with contextlib.suppress(FileNotFoundError):
                 os.unlink(tmp)
             raise
-        self._pending_lsn = 0
+        self._pending_lsn = None
+        self.log_entries = 0
 
     def _new_log(self, sid: str) -> None:
         tmp = self.dir / f".{self.name}.log.{secrets.token_hex(4)}.tmp"
@@ -285,23 +444,29 @@ class CheckpointStore:
         self._log_id = sid
         self.log_bytes = os.fstat(fd).st_size
 
-    def append(self, lsn: int, changes: dict[str, list[tuple[tuple, int]]]) -> None:
-        """Append one applied batch (made durable by :meth:`sync_log`)."""
+    def append(self, lsn: int, changes: dict[str, list[tuple[tuple, int]]], columnar: bool = False) -> None:
+        """Append one applied batch (made durable by :meth:`sync_log`); ``columnar`` writes
+        the changes column by column (faster to replay for large batches)."""
         if self._log is None:
             raise CheckpointError("append() before a snapshot was written or loaded")
-        line = json.dumps({"lsn": lsn, "changes": {t: [[encode_row(r), k] for r, k in rows]
-                                                   for t, rows in changes.items() if rows}}) + "\n"
+        if columnar:
+            entry = {"lsn": lsn, "columns": {t: encode_columns(list(rows)) for t, rows in changes.items() if rows}}
+        else:
+            entry = {"lsn": lsn, "changes": {t: [[encode_row(r), k] for r, k in rows]
+                                             for t, rows in changes.items() if rows}}
+        line = json.dumps(entry) + "\n"
         self._log.write(line)
         self.log_bytes += len(line)
+        self.log_entries += 1
         self._pending_lsn = lsn
 
     def sync_log(self) -> int:
         """fsync the log; return the LSN now durable (0 if nothing was appended since)."""
-        if self._log is None or not self._pending_lsn:
+        if self._log is None or self._pending_lsn is None:
             return 0
         self._log.flush()
         os.fsync(self._log.fileno())
-        lsn, self._pending_lsn = self._pending_lsn, 0
+        lsn, self._pending_lsn = self._pending_lsn, None
         return lsn
 
     def close(self) -> None:
@@ -330,26 +495,22 @@ class CheckpointStore:
             return None
         except OSError as e:
             raise CheckpointError(f"cannot open checkpoint {self.snap_path}: {e}") from None
-        tables: dict[str, dict[tuple, int]] = {}
         with os.fdopen(fd, "r", encoding="utf-8") as f:
             try:
                 header = json.loads(f.readline())
-                if not isinstance(header, dict) or header.get("version") != FORMAT_VERSION:
+                if not isinstance(header, dict) or header.get("version") not in READABLE_VERSIONS:
                     raise CheckpointError(f"checkpoint {self.snap_path} has an unknown format")
-                names = header["tables"]
+                names = [str(t) for t in header["tables"]]
                 lsn = int(header["lsn"])
-                for t in names:
-                    tables[str(t)] = {}
-                for line in f:
-                    i, chunk = json.loads(line)
-                    tab = tables[names[i]]
-                    for row, k in chunk:
-                        tab[decode_row(row)] = int(k)
-                    self.snapshot_rows += len(chunk)
-            except (ValueError, KeyError, TypeError, IndexError) as e:
+                tables, n = read_snapshot_lines(f, names)
+                self.snapshot_rows += n
+            except (ValueError, KeyError, TypeError, IndexError, CheckpointError) as e:
                 raise CheckpointError(f"checkpoint {self.snap_path} is malformed: {e}") from None
             self.snapshot_bytes = f.tell()
-        lsn = self._replay(header["snapshot"], tables, lsn)
+        try:
+            lsn = self._replay(header["snapshot"], tables, lsn)
+        except UnicodeDecodeError as e:
+            raise CheckpointError(f"checkpoint log {self.log_path} is malformed: {e}") from None
         return Checkpoint(header, tables, lsn)
 
     def _replay(self, sid: str, tables: dict[str, dict[tuple, int]], lsn: int) -> int:
@@ -371,23 +532,29 @@ class CheckpointStore:
                 self._new_log(sid)            # a log of another snapshot: not ours to replay
                 return lsn
             good = len(first.encode())
+            self.log_entries = 0
             for line in f:
                 if not line.endswith("\n"):
                     break                     # torn last line: never acknowledged
                 try:
                     entry = json.loads(line)
                     batch_lsn = int(entry["lsn"])
-                    for t, rows in entry["changes"].items():
+                    if "columns" in entry:
+                        changes = {t: decode_columns(c) for t, c in entry["columns"].items()}
+                    else:
+                        changes = {t: [(decode_row(row), int(k)) for row, k in rows]
+                                   for t, rows in entry["changes"].items()}
+                    for t, rows in changes.items():
                         cur = tables.setdefault(t, {})
-                        for row, k in rows:
-                            r = decode_row(row)
-                            n = cur.get(r, 0) + int(k)
+                        for r, k in rows:
+                            n = cur.get(r, 0) + k
                             if n:
                                 cur[r] = n
                             else:
                                 cur.pop(r, None)
-                except (ValueError, KeyError, TypeError, AttributeError) as e:
+                except (ValueError, KeyError, TypeError, AttributeError, CheckpointError) as e:
                     raise CheckpointError(f"checkpoint log {self.log_path} is malformed: {e}") from None
+                self.log_entries += 1
                 lsn = max(lsn, batch_lsn)
                 good += len(line.encode())
         fd = os.open(self.log_path, os.O_WRONLY | os.O_NOFOLLOW)   # drop a torn tail before appending

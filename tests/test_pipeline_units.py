@@ -125,10 +125,10 @@ def test_checkpoint_store_recovers_and_compacts(tmp_path):
     assert _rows(again, "ineq3") == _rows(st, "ineq3") and again.base == st.base
     import os
 
-    os.chmod(tmp_path / "log", 0o777)  # a directory others could write: its pickles are not loaded
-    with pytest.raises(IVMError, match="writable by others"):
+    os.chmod(tmp_path, 0o777)  # a directory others could write: its files could be planted
+    with pytest.raises(IVMError, match="written by other users"):
         CheckpointStore(str(tmp_path), [d]).recover(EngineState([d], SCHEMA))
-    os.chmod(tmp_path / "log", 0o700)
+    os.chmod(tmp_path, 0o700)
     other = ViewDef("ineq3", VIEWS["common"], True, ["r", "s"])
     with pytest.raises(IVMError, match="other view definitions"):
         CheckpointStore(str(tmp_path), [other])

@@ -47,6 +47,12 @@ class StaticView(View):
             names += [t for t in p.view.tables if t not in names]
         return names
 
+    def base_rows(self, table: str) -> Mapping[tuple, int]:
+        """The rows of input table ``table`` (a table of a pre-joined static part: as that
+        part's view holds them); see :meth:`View.base_rows`."""
+        part = self._part_of.get(str(table).lower())
+        return part.view.base_rows(table) if part is not None else super().base_rows(table)
+
     def explain(self) -> str:
         lines = [super().explain()]
         for p in self.parts:

@@ -193,7 +193,7 @@ def make_processor(routers: list[ViewRouter], ckpt: str, snapshot_every: int):
             self.log = handle.getListState("log", "data BINARY")
 
         def _engine(self, key: int):
-            from .state import EngineState
+            from .state import EngineState, decode_changes
 
             n = self.n.get()
             n = n[0] if n else 0
@@ -207,13 +207,13 @@ def make_processor(routers: list[ViewRouter], ckpt: str, snapshot_every: int):
                 st.load(snap[0])
             if self.log.exists():
                 for (data,) in self.log.get():
-                    st.apply(pickle.loads(data))
+                    st.apply(decode_changes(data))
             return n, st
 
         def handleInputRows(self, key, rows, timerValues):
             import pandas as pd
 
-            from .state import batch_changes
+            from .state import batch_changes, encode_changes
 
             k = int(key[0])
             n, st = self._engine(k)
@@ -229,7 +229,7 @@ def make_processor(routers: list[ViewRouter], ckpt: str, snapshot_every: int):
             items.sort(key=lambda x: (x[0], x[1]))
             changes = batch_changes(items, st.base)
             out = st.apply(changes)
-            data = pickle.dumps(changes, protocol=pickle.HIGHEST_PROTOCOL)
+            data = encode_changes(changes)
             if (n + 1) % snapshot_every == 0:  # the log holds the batches since the last multiple
                 self.snap.update((st.dump(),))
                 self.log.clear()

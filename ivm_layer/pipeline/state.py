@@ -1,17 +1,22 @@
-"""The engine state of the daemon (base rows + compiled views) and its checkpoint store.
+"""The engine state of the daemon (the compiled views) and its checkpoint store.
 
-The engine objects themselves are not serialized: the state that is persisted is the
-multiset of base rows the views read (a snapshot) plus a log of the consolidated deltas
-applied per Spark batch id. Recovery compiles the views again, loads the latest snapshot
-in one batch and replays the log in order; a batch id at or below the last logged one is
-a replay and is skipped.
+The base rows live in one place: the views that read them (``view.base_rows(table)``); the
+state keeps no copy of its own. The engine objects themselves are not serialized: what is
+persisted is the multiset of base rows (a snapshot) plus an append-only log of the
+consolidated changes applied per Spark batch id, in the checkpoint format the PostgreSQL
+session uses (:mod:`connectors.checkpoint`: typed JSON, no pickle; the daemon writes its
+columnar variant, which loads at C speed for plain values). Recovery compiles the views
+again, replays the log since the snapshot onto the snapshot's rows and loads the result in
+one batch per view; a batch id at or below the recovered one is a replay and is skipped.
 
-Files under ``DIR`` (every file is written to a temporary name, fsynced and renamed, so a
-crash leaves either the old or the new file)::
+Files under ``DIR`` (0700; files 0600)::
 
-    views.json                  the view definitions the state belongs to
-    snapshot-000000000042.pkl   base rows after batch 42
-    log/000000000043.pkl        the consolidated changes of batch 43 (and later ones)
+    views.json    the view definitions the state belongs to
+    state.snap    base rows as of a batch id (replaced atomically)
+    state.log     one line per batch applied since that snapshot (a torn last line is ignored)
+
+Checkpoints of older versions (``snapshot-N.pkl``, ``log/N.pkl``: pickles) are refused,
+never loaded.
 """
 
 from __future__ import annotations
@@ -20,9 +25,11 @@ import hashlib
 import json
 import logging
 import os
-import pickle
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
+
+from connectors import checkpoint as ckpt
 
 from ..compile import compile_view
 from ..engine.view import Change, View
@@ -118,14 +125,28 @@ def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
     return {t: d for t, d in out.items() if d}
 
 
+def encode_changes(changes: Changes) -> bytes:
+    """A consolidated batch in the checkpoint format (columnar typed JSON; no pickle)."""
+    return json.dumps({t: ckpt.encode_columns(list(rows.items())) for t, rows in changes.items() if rows}).encode()
+
+
+def decode_changes(data: bytes) -> Changes:
+    """Inverse of :func:`encode_changes`; anything else raises :class:`StateError`."""
+    try:
+        doc = json.loads(bytes(data))
+        return {str(t): dict(ckpt.decode_columns(c)) for t, c in doc.items()}
+    except (ValueError, TypeError, AttributeError, ckpt.CheckpointError) as e:   # UnicodeDecodeError too
+        raise StateError(f"not a batch of the engine state ({e}); a state of an older version "
+                         "(pickled) cannot be loaded: start from a new checkpoint") from None
+
+
 class EngineState:
-    """Base-row multisets plus the compiled views over them."""
+    """The compiled views; the base rows are the ones the views hold (no second copy)."""
 
     def __init__(self, defs: list[ViewDef], schema: Mapping[str, Mapping[str, str]]):
         self.defs = list(defs)
         self.schema = {t: dict(c) for t, c in schema.items()}
         self.views = compile_defs(self.defs, self.schema)
-        self.base: dict[str, dict[tuple, int]] = {t: {} for t in self.tables}
         self.rebuilds: dict[str, int] = {d.name: 0 for d in self.defs}
 
     @property
@@ -135,88 +156,219 @@ class EngineState:
             seen += [t for t in v.tables if t not in seen]
         return seen
 
+    def rows_of(self, table: str) -> Mapping[tuple, int]:
+        """``table``'s rows as the (first) view reading it holds them, read-only, O(1)."""
+        for v in self.views.values():
+            if table in v.tables:
+                return v.base_rows(table)
+        raise UpdateError(f"changes for table {table!r}, which no view reads")
+
+    @property
+    def base(self) -> dict[str, Mapping[tuple, int]]:
+        """``{table: {row: k}}``, read-only views of the engine's own rows (TRUNCATE expands
+        against these; nothing is copied)."""
+        return {t: self.rows_of(t) for t in self.tables}
+
     def apply(self, changes: Changes) -> dict[str, Change]:
-        """Apply one consolidated batch to the base rows and every view; returns each view's
-        change. The batch is validated against the base rows first, so a bad batch (a delete
-        of a missing row: the stream and the state disagree) changes nothing."""
+        """Apply one consolidated batch to every view; returns each view's change. Everything
+        is validated before anything changes (deletes against the engine's rows, then each
+        view's ``prepare``; a view whose static table changes is rebuilt aside), so a bad batch
+        (a delete of a missing row: the stream and the state disagree) changes nothing."""
         for table, rows in changes.items():
-            store = self.base.get(table)
-            if store is None:
-                raise UpdateError(f"changes for table {table!r}, which no view reads")
+            store = self.rows_of(table)
             for row, k in rows.items():
                 if k < 0 and store.get(row, 0) + k < 0:
                     raise UpdateError(f"the change stream deletes {row!r} from {table!r}, which the "
                                       "daemon's state does not hold: the checkpoint and the source "
                                       "disagree (was the slot advanced by someone else?)")
         static = {d.name: set(d.static) for d in self.defs}
-        prepared, rebuild = [], []
-        for name, view in self.views.items():   # every view validates before any changes
-            batch = {t: list(changes[t].items()) for t in view.tables if t in changes}
-            if batch and static[name] & batch.keys():
-                fresh = not any(self.base.get(t) for t in view.tables)   # the first load: no rebuild
-                rebuild.append((name, not fresh))
-            elif batch:
-                prepared.append((name, view.prepare(batch)))
-        out: dict[str, Change] = {}
-        for name, p in prepared:
-            out[name] = self.views[name].commit(p, want_change=True)
-        for table, rows in changes.items():
-            store = self.base[table]
-            for row, k in rows.items():
-                n = store.get(row, 0) + k
-                if n:
-                    store[row] = n
-                else:
-                    del store[row]
-        for name, counted in rebuild:
-            out[name] = self._rebuild(name, counted)
-        return out
-
-    def _rebuild(self, name: str, counted: bool = True) -> Change:
-        """A static table of view ``name`` changed: compile it again and load it from the base
-        rows (static tables first), O(N); returns the change of its rows."""
-        d = next(d for d in self.defs if d.name == name)
-        old = dict(self.views[name].rows())
-        view = compile_def(d, self.schema)
-        for t in sorted(view.tables, key=lambda t: t not in d.static):
-            if self.base.get(t):
-                view.apply({t: list(self.base[t].items())})
-        self.views[name] = view
-        if counted:
-            self.rebuilds[name] += 1
-            log.info("view %s rebuilt: a static table changed (rebuild %d)", name, self.rebuilds[name])
-        new = dict(view.rows())
-        change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
-        change += [(r, -k) for r, k in old.items() if r not in new]
-        return change
-
-    def dump(self) -> bytes:
-        return pickle.dumps(self.base, protocol=pickle.HIGHEST_PROTOCOL)
-
-    def load(self, data: bytes) -> None:
-        """Replace an empty state by a snapshot's base rows (one batch per view; static tables
-        first, so that no load counts as a write to a static table)."""
-        base = pickle.loads(data)
-        if any(self.base.values()):
-            raise StateError("load() needs an empty state")
-        statics = {t for d in self.defs for t in d.static}
-        for first in (True, False):
-            part = {t: rows for t, rows in base.items() if t in self.base and rows and (t in statics) == first}
-            if part:
-                self._load_rows(part)
-
-    def _load_rows(self, changes: Changes) -> None:
+        prepared, rebuilt = [], {}
         for name, view in self.views.items():
             batch = {t: list(changes[t].items()) for t in view.tables if t in changes}
-            if batch:
-                view.apply(batch)
-        for table, rows in changes.items():
-            self.base[table].update(rows)
+            if batch and static[name] & batch.keys():
+                fresh = not any(view.base_rows(t) for t in view.tables)   # the first load: no rebuild
+                rebuilt[name] = (self._rebuild(name, changes), not fresh)
+            elif batch:
+                prepared.append((name, view.prepare(batch)))
+        out: dict[str, Change] = {}          # commit: cannot fail
+        for name, p in prepared:
+            out[name] = self.views[name].commit(p, want_change=True)
+        for name, (view, counted) in rebuilt.items():
+            old = dict(self.views[name].rows())
+            self.views[name] = view
+            if counted:
+                self.rebuilds[name] += 1
+                log.info("view %s rebuilt: a static table changed (rebuild %d)", name, self.rebuilds[name])
+            new = dict(view.rows())
+            change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
+            out[name] = change + [(r, -k) for r, k in old.items() if r not in new]
+        return out
+
+    def _rebuild(self, name: str, changes: Changes) -> View:
+        """View ``name`` compiled again and loaded, O(N), from its current rows plus
+        ``changes`` (static tables first); the current view is left untouched."""
+        d = next(d for d in self.defs if d.name == name)
+        current = self.views[name]
+        view = compile_def(d, self.schema)
+        for t in sorted(view.tables, key=lambda t: t not in d.static):
+            rows = dict(current.base_rows(t))
+            for row, k in (changes.get(t) or {}).items():
+                n = rows.get(row, 0) + k
+                if n:
+                    rows[row] = n
+                else:
+                    del rows[row]
+            if rows:
+                view.apply({t: list(rows.items())})
+        return view
+
+    def dump(self) -> bytes:
+        """The base rows in the checkpoint format (a columnar typed-JSON snapshot, no pickle)."""
+        base = self.base
+        names = sorted(base)
+        head = json.dumps({"version": ckpt.COLUMNAR_VERSION, "tables": names}) + "\n"
+        return (head + "".join(line for line, _ in ckpt.snapshot_lines(
+            names, {t: base[t].items() for t in names}, columnar=True))).encode()
+
+    def load(self, data: bytes) -> None:
+        """Replace an empty state by :meth:`dump`'s output (nothing in it is executed)."""
+        try:
+            lines = [line for line in bytes(data).decode().split("\n") if line]
+            header = json.loads(lines[0]) if lines else None
+            names = [str(t) for t in header["tables"]]
+            if header.get("version") not in ckpt.READABLE_VERSIONS:
+                raise ValueError(f"version {header.get('version')!r}")
+        except (ValueError, KeyError, TypeError, AttributeError) as e:   # UnicodeDecodeError too
+            raise StateError(f"not an engine state snapshot ({e}); a state of an older version "
+                             "(pickled) cannot be loaded: start from a new checkpoint") from None
+        try:
+            tables, _ = ckpt.read_snapshot_lines(lines[1:], names)
+        except ckpt.CheckpointError as e:
+            raise StateError(f"the engine state snapshot is malformed: {e}") from None
+        self.load_tables(tables)
+
+    def load_tables(self, tables: Mapping[str, Mapping[tuple, int]]) -> None:
+        """Load ``{table: {row: k}}`` into an empty state: one batch per view, static tables
+        first (so that no load counts as a write to a static table)."""
+        if any(self.rows_of(t) for t in self.tables):
+            raise StateError("load() needs an empty state")
+        known = set(self.tables)
+        statics = {t for d in self.defs for t in d.static}
+        for first in (True, False):
+            part = {t: rows for t, rows in tables.items() if t in known and rows and (t in statics) == first}
+            for view in self.views.values():
+                batch = {t: list(part[t].items()) for t in view.tables if t in part}
+                if batch:
+                    view.apply(batch)
 
 
 def views_fingerprint(defs: list[ViewDef]) -> str:
     text = json.dumps([[d.name, d.select_sql] + ([sorted(d.static)] if d.static else []) for d in defs])
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+_NAME = "state"   # the files' name in the checkpoint directory: state.snap, state.log
+
+
+def _refuse_pickles(directory: str) -> None:
+    """A checkpoint written by an older version holds pickles: never load one."""
+    log_dir = os.path.join(directory, "log")
+    old = [n for n in os.listdir(directory) if n.endswith(".pkl")]
+    if os.path.isdir(log_dir):
+        old += [n for n in os.listdir(log_dir) if n.endswith(".pkl")]
+    if old:
+        raise StateError(f"the engine checkpoint {directory} was written by an older version of "
+                         f"ivm-layer as pickles ({old[0]}, …), which are never loaded (they could run "
+                         "code): start over with a new --checkpoint directory (the daemon then reads "
+                         "the tables again from a fresh snapshot), or delete this one")
+
+
+class CheckpointStore:
+    """Snapshot + append-only per-batch change log of an :class:`EngineState` in a private
+    directory (the format of :mod:`connectors.checkpoint`)."""
+
+    def __init__(self, directory: str, defs: list[ViewDef]):
+        self.dir = directory
+        try:
+            ckpt.private_dir(Path(directory))
+        except ckpt.CheckpointError as e:
+            raise StateError(f"refusing the engine checkpoint: {e}") from None
+        _refuse_pickles(directory)
+        fp = views_fingerprint(defs)
+        meta = os.path.join(directory, "views.json")
+        if os.path.exists(meta):
+            with open(meta) as f:
+                have = json.load(f).get("fingerprint")
+            if have != fp:
+                raise StateError(f"the checkpoint {directory} belongs to other view definitions; "
+                                 "use a new --checkpoint directory after changing the views file")
+        else:
+            write_atomic(meta, json.dumps({"fingerprint": fp, "views": [d.name for d in defs]}).encode())
+        self.files = ckpt.CheckpointStore(Path(directory), _NAME)
+        self._last = self.last_batch_in(directory)
+        self._open = False
+        if not self.files.snap_path.exists():   # a fresh checkpoint: an empty snapshot starts the log
+            if self.files.log_path.exists():
+                raise StateError(f"the engine checkpoint {directory} has a change log but lost its "
+                                 "snapshot; use a new --checkpoint")
+            self.files.write_snapshot({"batch": -1}, {}, -1, columnar=True)
+            self._open = True
+
+    @staticmethod
+    def last_batch_in(directory: str) -> int:
+        """The last applied batch id recorded in ``directory`` (-1 if none), read-only."""
+        _refuse_pickles(directory)
+        try:
+            pos = ckpt.read_position(Path(directory), _NAME)
+        except ckpt.CheckpointError as e:
+            raise StateError(f"refusing the engine checkpoint: {e}") from None
+        return -1 if pos is None else pos
+
+    @property
+    def last_batch(self) -> int:
+        """The last applied batch id (-1 when nothing was applied yet)."""
+        return self._last
+
+    def recover(self, state: EngineState) -> int:
+        """Load the snapshot, with the log since it replayed onto its rows, into an empty
+        ``state`` (one batch per view); returns the last applied batch id (-1 for a fresh
+        checkpoint)."""
+        try:
+            cp = self.files.load()
+        except ckpt.CheckpointError as e:
+            raise StateError(f"refusing the engine checkpoint: {e}") from None
+        if cp is None:
+            raise StateError(f"the engine checkpoint {self.dir} lost its snapshot; use a new --checkpoint")
+        try:
+            state.load_tables(cp.tables)
+        except UpdateError as e:
+            raise StateError(f"the engine checkpoint {self.dir} is inconsistent ({e}); use a new "
+                             "--checkpoint") from None
+        self._open = True
+        self._last = cp.lsn
+        return cp.lsn
+
+    def _ready(self) -> None:
+        if not self._open:
+            raise StateError("recover() the state before writing to its checkpoint")
+
+    def append(self, batch_id: int, changes: Changes) -> None:
+        """Record (durably) that batch ``batch_id`` (these consolidated changes) is applied."""
+        self._ready()
+        self.files.append(batch_id, {t: list(rows.items()) for t, rows in changes.items()}, columnar=True)
+        self.files.sync_log()
+        self._last = max(self._last, batch_id)
+
+    def snapshot(self, batch_id: int, state: EngineState) -> None:
+        """Write the full state as of ``batch_id``; it replaces the log."""
+        self._ready()
+        base = state.base
+        self.files.write_snapshot({"batch": batch_id}, {t: rows.items() for t, rows in base.items()},
+                                  batch_id, columnar=True)
+        self._last = max(self._last, batch_id)
+
+    def logs_since_snapshot(self) -> int:
+        return self.files.log_entries
 
 
 def write_atomic(path: str, data: bytes) -> None:
@@ -232,98 +384,3 @@ def write_atomic(path: str, data: bytes) -> None:
         os.fsync(dfd)
     finally:
         os.close(dfd)
-
-
-def check_private(path: str) -> None:
-    """The state files are pickles, which run code when loaded: refuse a directory (or files
-    in it) that another user owns or that others may write."""
-    import stat
-
-    for p in [path] + [os.path.join(path, n) for n in os.listdir(path)]:
-        st = os.lstat(p)
-        if st.st_uid != os.getuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH) or stat.S_ISLNK(st.st_mode):
-            raise StateError(f"refusing to load the engine state from {p}: it is owned by another user "
-                             f"or writable by others (run: chmod -R go-w {path}, and check who "
-                             "changed it)")
-
-
-class CheckpointStore:
-    """Snapshot + per-batch delta log of an :class:`EngineState` in a directory."""
-
-    def __init__(self, directory: str, defs: list[ViewDef]):
-        self.dir = directory
-        self.log_dir = os.path.join(directory, "log")
-        os.makedirs(directory, mode=0o700, exist_ok=True)
-        os.makedirs(self.log_dir, mode=0o700, exist_ok=True)
-        fp = views_fingerprint(defs)
-        meta = os.path.join(directory, "views.json")
-        if os.path.exists(meta):
-            with open(meta) as f:
-                have = json.load(f).get("fingerprint")
-            if have != fp:
-                raise StateError(f"the checkpoint {directory} belongs to other view definitions; "
-                                 "use a new --checkpoint directory after changing the views file")
-        else:
-            write_atomic(meta, json.dumps({"fingerprint": fp,
-                                           "views": [d.name for d in defs]}).encode())
-
-    def _snapshots(self) -> list[int]:
-        return sorted(int(n[9:21]) for n in os.listdir(self.dir)
-                      if n.startswith("snapshot-") and n.endswith(".pkl"))
-
-    def _logs(self) -> list[int]:
-        return sorted(int(n[:12]) for n in os.listdir(self.log_dir) if n.endswith(".pkl"))
-
-    @staticmethod
-    def last_batch_in(directory: str) -> int:
-        """The last applied batch id recorded in ``directory`` (-1 if none), read-only."""
-        ids = [int(n[9:21]) for n in os.listdir(directory) if n.startswith("snapshot-") and n.endswith(".pkl")]
-        log_dir = os.path.join(directory, "log")
-        if os.path.isdir(log_dir):
-            ids += [int(n[:12]) for n in os.listdir(log_dir) if n.endswith(".pkl")]
-        return max(ids) if ids else -1
-
-    @property
-    def last_batch(self) -> int:
-        """The last applied batch id (-1 when nothing was applied yet)."""
-        ids = self._snapshots() + self._logs()
-        return max(ids) if ids else -1
-
-    def recover(self, state: EngineState) -> int:
-        """Load the latest snapshot and replay the log into an empty ``state``; returns the
-        last applied batch id (-1 for a fresh checkpoint)."""
-        check_private(self.dir)
-        check_private(self.log_dir)
-        snaps = self._snapshots()
-        last = -1
-        if snaps:
-            last = snaps[-1]
-            with open(os.path.join(self.dir, f"snapshot-{last:012d}.pkl"), "rb") as f:
-                state.load(f.read())
-        for b in self._logs():
-            if b <= last:
-                continue
-            with open(os.path.join(self.log_dir, f"{b:012d}.pkl"), "rb") as f:
-                state.apply(pickle.load(f))
-            last = b
-        return last
-
-    def append(self, batch_id: int, changes: Changes) -> None:
-        """Record that batch ``batch_id`` (these consolidated changes) is applied."""
-        write_atomic(os.path.join(self.log_dir, f"{batch_id:012d}.pkl"),
-                     pickle.dumps(changes, protocol=pickle.HIGHEST_PROTOCOL))
-
-    def snapshot(self, batch_id: int, state: EngineState) -> None:
-        """Write the full state as of ``batch_id`` and drop what it supersedes."""
-        write_atomic(os.path.join(self.dir, f"snapshot-{batch_id:012d}.pkl"), state.dump())
-        for b in self._snapshots():
-            if b < batch_id:
-                os.remove(os.path.join(self.dir, f"snapshot-{b:012d}.pkl"))
-        for b in self._logs():
-            if b <= batch_id:
-                os.remove(os.path.join(self.log_dir, f"{b:012d}.pkl"))
-
-    def logs_since_snapshot(self) -> int:
-        snaps = self._snapshots()
-        base = snaps[-1] if snaps else -1
-        return sum(1 for b in self._logs() if b > base)
