@@ -288,7 +288,7 @@ class StreamApplier:
     def write_snapshot(self, vs: PgView) -> None:
         vs.store.write_snapshot({"slot": vs.slot, "definition": vs.stmt.definition(self.ctx.dialect),
                                  "oids": vs.oids}, {t: vs.base_rows(t).items() for t in vs.used},
-                                vs.applied_lsn)
+                                vs.applied_lsn, columnar=True)
         vs.checkpoint_lsn = vs.applied_lsn
         vs.last_checkpoint = time.monotonic()
         vs.snapshot_due = False
