@@ -13,7 +13,7 @@
   for comparison (``--no-session`` skips it).
 
     .venv/bin/python bench/daemon_measure.py [--changes 50000] [--shards 1] [--view 3way|simple]
-        [--quick] [--out result.json]
+        [--quick] [--shared-buffers 512MB] [--out result.json]
 
 ``--shards 2`` runs the same with two shards (compare the per-batch figures with one shard).
 """
@@ -33,7 +33,7 @@ import psycopg
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from daemon_workload import Daemon
-from pg_cluster import Cluster
+from pg_cluster import SERVER_SETTINGS, Cluster
 
 #: the measured views: a 3-way join with an inequality (about 10 view rows per change of r)
 #: and a simple equi-join (one view row per change of r)
@@ -202,9 +202,14 @@ def main() -> None:
     ap.add_argument("--view", choices=sorted(SELECTS), default="3way")
     ap.add_argument("--quick", action="store_true",
                     help="stop after the backlog (skip the idle and kill -9 measurements)")
+    ap.add_argument("--shared-buffers", help="PostgreSQL shared_buffers for the run (default: the test "
+                    "cluster's 64MB), e.g. 512MB")
     ap.add_argument("--out")
     args = ap.parse_args()
     res: dict = {"shards": args.shards, "view": args.view}
+    if args.shared_buffers:  # the test cluster's 64MB is small for a table of millions of view rows
+        SERVER_SETTINGS["shared_buffers"] = args.shared_buffers
+    res["shared_buffers"] = SERVER_SETTINGS["shared_buffers"]
     with Cluster() as cluster:
         cluster.wait_ready()
         tmp = tempfile.mkdtemp(prefix="ivm-measure-")
