@@ -167,7 +167,9 @@ def worker_cache() -> dict[tuple, tuple[int, object]]:
     return _CACHE
 
 ROUTED_SCHEMA = "key INT, lsn BIGINT, seq INT, ts DOUBLE, tbl STRING, sign INT, row BINARY"
-OUT_SCHEMA = "key INT, view STRING, row BINARY, delta BIGINT, lsn BIGINT, ts DOUBLE"
+#: per shard and batch: one row per view with its change (pickled as one list; ``delta`` = its
+#: length) and one bookkeeping row (``view`` NULL, ``delta`` = the rows routed to the shard)
+OUT_SCHEMA = "key INT, view STRING, changes BINARY, delta BIGINT, lsn BIGINT, ts DOUBLE"
 
 
 def shard_keys(spark, checkpoint: str, n_views: int, shards: int, fresh: bool) -> list[list[int]]:
@@ -303,28 +305,40 @@ def make_processor(routers: list[ViewRouter], keys: list[list[int]], ckpt: str, 
                 self.log.appendValue((data,))
             self.n.update((n + 1,))
             worker_cache()[(ckpt, k)] = (n + 1, st)
-            res = {"key": [], "view": [], "row": [], "delta": [], "lsn": [], "ts": []}
-            for view, change in out.items():
-                for row, d in change:
-                    res["key"].append(k)
-                    res["view"].append(view)
-                    res["row"].append(pickle.dumps(row, protocol=pickle.HIGHEST_PROTOCOL))
-                    res["delta"].append(d)
-                    res["lsn"].append(lsn)
-                    res["ts"].append(ts)
-            # one bookkeeping row per shard and batch: rows in, batch LSN, commit time
-            res["key"].append(k)
-            res["view"].append(None)
-            res["row"].append(None)
-            res["delta"].append(len(items))
-            res["lsn"].append(lsn)
-            res["ts"].append(ts)
+            res = {"key": [], "view": [], "changes": [], "delta": [], "lsn": [], "ts": []}
+            for view, change in [*out.items(), (None, None)]:
+                if view is not None and not change:
+                    continue
+                res["key"].append(k)
+                res["view"].append(view)
+                res["changes"].append(None if change is None else
+                                      pickle.dumps(list(change), protocol=pickle.HIGHEST_PROTOCOL))
+                # the bookkeeping row (view None): rows in, batch LSN, commit time
+                res["delta"].append(len(items) if change is None else len(change))
+                res["lsn"].append(lsn)
+                res["ts"].append(ts)
             yield pd.DataFrame(res)
 
         def close(self) -> None:
             pass
 
     return ShardProcessor()
+
+
+def merge_changes(parts: list[list[tuple[tuple, int]]]) -> list[tuple[tuple, int]]:
+    """One view's change from its shards' changes (each already consolidated; a row may come
+    from several shards when the view projects the columns that tell them apart)."""
+    if len(parts) == 1:
+        return parts[0]
+    d = dict(parts[0])
+    for part in parts[1:]:
+        for row, k in part:
+            n = d.get(row, 0) + k
+            if n:
+                d[row] = n
+            else:
+                del d[row]
+    return list(d.items())
 
 
 class ShardSinkWriter:
@@ -340,39 +354,43 @@ class ShardSinkWriter:
 
         t0 = time.monotonic()
         frame = df.toArrow().to_pydict()
-        out: dict[str, dict[tuple, int]] = {v: {} for v in self.views}
+        t_spark = time.monotonic()
+        parts: dict[str, list] = {v: [] for v in self.views}
         rows_in, lsn, ts = 0, None, None
-        for view, raw, delta, l_, t_ in zip(frame["view"], frame["row"], frame["delta"], frame["lsn"], frame["ts"]):
+        for view, raw, delta, l_, t_ in zip(frame["view"], frame["changes"], frame["delta"], frame["lsn"],
+                                            frame["ts"]):
             if view is None:
                 rows_in += delta
                 if l_ is not None:
                     lsn = l_ if lsn is None else max(lsn, l_)
                 if t_ is not None and not math.isnan(t_):
                     ts = t_ if ts is None else max(ts, t_)
-                continue
-            d = out[view]
-            row = pickle.loads(raw)
-            n = d.get(row, 0) + delta
-            if n:
-                d[row] = n
             else:
-                d.pop(row, None)
-        changes = {v: list(d.items()) for v, d in out.items() if d}
+                parts[view].append(pickle.loads(raw))
+        changes = {v: merge_changes(p) for v, p in parts.items() if p}
+        changes = {v: c for v, c in changes.items() if c}
+        t_merge = time.monotonic()
         for s in self.sinks:
             s.write(batch_id, changes)
         n_out = sum(len(c) for c in changes.values())
-        secs = time.monotonic() - t0
+        t_end = time.monotonic()
+        secs = t_end - t0
+        # the Spark jobs (read, route, shards) run inside toArrow; then the merge, the sinks
+        split = {"spark": round(t_spark - t0, 3), "merge": round(t_merge - t_spark, 3),
+                 "sinks": round(t_end - t_merge, 3)}
         behind = round(max(0.0, time.time() - ts), 3) if ts else 0.0
         import logging
 
         logging.getLogger("ivm.daemon").warning(
             "batch %d: %d routed rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
-            "%s changes/s", batch_id, rows_in, n_out, lsn_text(lsn) if lsn is not None else None, behind,
-            secs, round(rows_in / secs) if secs > 0 else None)
+            "%s changes/s (%s)", batch_id, rows_in, n_out, lsn_text(lsn) if lsn is not None else None,
+            behind, secs, round(rows_in / secs) if secs > 0 else None,
+            ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
         if self.status is not None:
             self.status.batch(batch_id=batch_id, rows_in=rows_in, changes_out=n_out, lsn=lsn,
                               lsn_text=lsn_text(lsn) if lsn is not None else None,
-                              seconds_behind=behind, seconds=secs)
+                              seconds_behind=behind, seconds=secs, split=split,
+                              changes_per_s=round(rows_in / secs) if secs > 0 else None)
 
 
 def sharded_writer(spark, df, cfg, defs: list[ViewDef], pg_schema: dict, sinks, status):
