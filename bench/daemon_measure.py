@@ -107,7 +107,7 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
     views = os.path.join(tmp, "views.sql")
     with open(views, "w") as f:
         f.write(f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS {SELECTS[args.view]};\n")
-    dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", "local[2]",
+    dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", args.master,
              "--trigger", "1s", "--shards", str(args.shards)]
     ckpt, log = os.path.join(tmp, "ckpt"), os.path.join(tmp, "daemon.log")
     d = Daemon(dargs, ckpt, log).start()
@@ -199,6 +199,7 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
     ap.add_argument("--no-session", action="store_true", help="skip the in-process session comparison")
+    ap.add_argument("--master", default="local[2]", help="Spark master, e.g. spark://127.0.0.1:7077")
     ap.add_argument("--view", choices=sorted(SELECTS), default="3way")
     ap.add_argument("--quick", action="store_true",
                     help="stop after the backlog (skip the idle and kill -9 measurements)")
@@ -206,7 +207,7 @@ def main() -> None:
                     "cluster's 64MB), e.g. 512MB")
     ap.add_argument("--out")
     args = ap.parse_args()
-    res: dict = {"shards": args.shards, "view": args.view}
+    res: dict = {"shards": args.shards, "view": args.view, "master": args.master}
     if args.shared_buffers:  # the test cluster's 64MB is small for a table of millions of view rows
         SERVER_SETTINGS["shared_buffers"] = args.shared_buffers
     res["shared_buffers"] = SERVER_SETTINGS["shared_buffers"]
