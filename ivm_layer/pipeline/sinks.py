@@ -3,7 +3,7 @@
 A sink receives, per batch id, every view's change ``[(row, Δk)]``. Table sinks keep one row
 per distinct view row with its multiplicity::
 
-    <view>(<view columns…>, ivm_count BIGINT, ivm_key TEXT PRIMARY KEY)
+    <view>(<view columns…>, ivm_count BIGINT, ivm_key UUID PRIMARY KEY)
 
 (``ivm_key`` is a 128-bit digest of the row, a ``uuid`` in new PostgreSQL tables — a
 ``TEXT`` key of an older table keeps working; a bag is ``SELECT cols FROM v,
