@@ -12,7 +12,8 @@
 - the in-process PostgreSQL session on the same data and changes (a MATERIALIZED view),
   for comparison (``--no-session`` skips it).
 
-    .venv/bin/python bench/daemon_measure.py [--changes 50000] [--shards 1] [--out result.json]
+    .venv/bin/python bench/daemon_measure.py [--changes 50000] [--shards 1] [--view 3way|simple]
+        [--quick] [--shared-buffers 512MB] [--out result.json]
 
 ``--shards 2`` runs the same with two shards (compare the per-batch figures with one shard).
 """
@@ -32,10 +33,12 @@ import psycopg
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "tests"))
 
 from daemon_workload import Daemon
-from pg_cluster import Cluster
+from pg_cluster import SERVER_SETTINGS, Cluster
 
-SELECT = "SELECT r.a, r.k, s.x, t.y, t.tag FROM r JOIN s ON r.k = s.k JOIN t ON s.x < t.y"
-VIEWS = f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS {SELECT};\n"
+#: the measured views: a 3-way join with an inequality (about 10 view rows per change of r)
+#: and a simple equi-join (one view row per change of r)
+SELECTS = {"3way": "SELECT r.a, r.k, s.x, t.y, t.tag FROM r JOIN s ON r.k = s.k JOIN t ON s.x < t.y",
+           "simple": "SELECT r.a, r.k, s.x FROM r JOIN s ON r.k = s.k"}
 
 
 def _lsn(text: str) -> int:
@@ -103,8 +106,8 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
     load(url)
     views = os.path.join(tmp, "views.sql")
     with open(views, "w") as f:
-        f.write(VIEWS)
-    dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", "local[2]",
+        f.write(f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS {SELECTS[args.view]};\n")
+    dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", args.master,
              "--trigger", "1s", "--shards", str(args.shards)]
     ckpt, log = os.path.join(tmp, "ckpt"), os.path.join(tmp, "daemon.log")
     d = Daemon(dargs, ckpt, log).start()
@@ -126,8 +129,12 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
         total = time.monotonic() - t0
         res["sustained"] = {"changes": n, "write_s": round(written, 1), "applied_after_s": round(total, 1),
                             "changes_per_s": round(n / total), "view_rows": st["last_batch"].get("view_rows")}
+        res["sustained"]["batches"] = batch_splits(log)
         lat, inner = one_row_latencies(d, url, 3)
         res["after_backlog_one_row_commit_to_applied_s"] = lat
+        if args.quick:
+            d.terminate()
+            return res
         # idle: PostgreSQL's CPU and the sessions opened while nothing changes
         time.sleep(2)
         cpu0, s0, t0 = server_cpu_seconds(cluster), sessions(url), time.monotonic()
@@ -157,7 +164,14 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
     return res
 
 
-def measure_session(cluster: Cluster, n: int, tmp: str) -> dict:
+def batch_splits(log: str) -> list[str]:
+    """The backlog's batches as the daemon logged them (rows, seconds, changes/s, split)."""
+    with open(log) as f:
+        lines = [ln.strip() for ln in f if "view changes out" in ln]
+    return [ln[ln.index("batch "):] for ln in lines if " 0 rows in" not in ln][-12:]
+
+
+def measure_session(cluster: Cluster, n: int, tmp: str, select: str) -> dict:
     """The in-process PostgreSQL session maintaining the same MATERIALIZED view over the same
     data and backlog (from the first write until ``sync()`` returns)."""
     import ivm_layer
@@ -167,7 +181,7 @@ def measure_session(cluster: Cluster, n: int, tmp: str) -> dict:
     s = ivm_layer.connect(url, set_replica_identity=True, state_dir=os.path.join(tmp, "session-state"))
     try:
         t0 = time.monotonic()
-        s.execute(f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS {SELECT}")
+        s.execute(f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS {select}")
         created = time.monotonic() - t0
         t0 = time.monotonic()
         backlog(url, n)
@@ -185,15 +199,24 @@ def main() -> None:
     ap.add_argument("--shards", type=int, default=1)
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
     ap.add_argument("--no-session", action="store_true", help="skip the in-process session comparison")
+    ap.add_argument("--master", default="local[2]", help="Spark master, e.g. spark://127.0.0.1:7077")
+    ap.add_argument("--view", choices=sorted(SELECTS), default="3way")
+    ap.add_argument("--quick", action="store_true",
+                    help="stop after the backlog (skip the idle and kill -9 measurements)")
+    ap.add_argument("--shared-buffers", help="PostgreSQL shared_buffers for the run (default: the test "
+                    "cluster's 64MB), e.g. 512MB")
     ap.add_argument("--out")
     args = ap.parse_args()
-    res: dict = {"shards": args.shards}
+    res: dict = {"shards": args.shards, "view": args.view, "master": args.master}
+    if args.shared_buffers:  # the test cluster's 64MB is small for a table of millions of view rows
+        SERVER_SETTINGS["shared_buffers"] = args.shared_buffers
+    res["shared_buffers"] = SERVER_SETTINGS["shared_buffers"]
     with Cluster() as cluster:
         cluster.wait_ready()
         tmp = tempfile.mkdtemp(prefix="ivm-measure-")
         res["daemon"] = measure_daemon(cluster, args, tmp)
         if not args.no_session:
-            res["session"] = measure_session(cluster, args.changes, tmp)
+            res["session"] = measure_session(cluster, args.changes, tmp, SELECTS[args.view])
     print(json.dumps(res, indent=1))
     if args.out:
         with open(args.out, "w") as f:

@@ -113,6 +113,15 @@ def restart_server(cluster, mode: str = "fast", timeout: int = 60) -> float:
     return time.monotonic() - t0
 
 
+def slow_first_worker(module: str, marker: str, seconds: float = 15.0) -> dict[str, str]:
+    """Environment under which the first Python process Spark starts for ``module`` sleeps
+    ``seconds`` before it connects back (``tests/slow_worker/sitecustomize.py``); ``marker``
+    is created by that process."""
+    return {"PYTHONPATH": os.pathsep.join([ROOT, os.path.join(ROOT, "tests", "slow_worker")]),
+            "IVM_TEST_SLOW_WORKER_MODULE": module, "IVM_TEST_SLOW_WORKER_ONCE": marker,
+            "IVM_TEST_SLOW_WORKER_SECONDS": str(seconds)}
+
+
 def expected(url: str, select: str = SELECT) -> Counter:
     with psycopg.connect(url) as c:
         return Counter(c.execute(select).fetchall())
@@ -129,12 +138,13 @@ def materialized(url: str, view: str = "v3", columns: str = COLUMNS) -> Counter:
 class Daemon:
     """``python -m ivm_layer daemon …`` in its own process group."""
 
-    def __init__(self, args: list[str], checkpoint: str, log_path: str):
+    def __init__(self, args: list[str], checkpoint: str, log_path: str, env: dict[str, str] | None = None):
         self.args, self.checkpoint, self.log_path = args, checkpoint, log_path
+        self.env = env or {}
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Daemon:
-        env = dict(os.environ, PYTHONPATH=ROOT)
+        env = dict(os.environ, PYTHONPATH=ROOT) | self.env
         self.log = open(self.log_path, "ab")
         self.started = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "ivm_layer", "daemon", *self.args,

@@ -21,6 +21,7 @@ from daemon_workload import (
     expected,
     materialized,
     restart_server,
+    slow_first_worker,
 )
 
 
@@ -145,18 +146,26 @@ def _run(procs, args, ckpt, log, pg_url, tmp_path, pg_cluster):
 
 def test_available_now_cold_start_then_catch_up(pg_url, tmp_path):
     """``--trigger available-now`` from an empty checkpoint (the first run of a fresh daemon:
-    JVM, Python workers and slot all new) succeeds first time and exits; a second run on the
-    same checkpoint streams what was committed meanwhile, exactly, and exits; neither leaves
-    a query, walsender or active slot behind."""
+    JVM, Python workers and slot all new) succeeds first time and exits — even when the first
+    Python worker Spark starts for the stream's reader misses Spark's fixed connect-back
+    deadline (the environment makes that process sleep past it: "Python worker failed to
+    connect back"), which the daemon survives by starting the query once more; a second run on
+    the same checkpoint streams what was committed meanwhile, exactly, and exits; neither
+    leaves a query, walsender or active slot behind."""
     create_tables(pg_url, seed=5)
     views = tmp_path / "views.sql"
     views.write_text(VIEWS)
     args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]",
             "--trigger", "available-now", "--max-changes-per-batch", "40"]
     ckpt, log = str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")
-    d = Daemon(args, ckpt, log).start()
+    marker = tmp_path / "slow-worker-started"
+    env = slow_first_worker("pyspark.sql.streaming.python_streaming_source_runner", str(marker))
+    d = Daemon(args, ckpt, log, env=env).start()
     assert d.proc.wait(600) == 0, d.tail()
     d.log.close()
+    assert marker.exists()  # the slow first start did happen
+    with open(log, errors="replace") as f:
+        assert "could not start a Python worker" in f.read(), d.tail()
     assert materialized(pg_url) == expected(pg_url)
     writers = Writers(pg_url, seed=31).start()
     time.sleep(3)

@@ -182,14 +182,19 @@ def test_postgres_sink_merge_is_keyed_and_checked(pg_url):
 
     before = seq_scans()
     assert s.write(1, {"v": [((i, "r"), -1) for i in range(0, 20_000, 9)] + [((-1, None), 2)]})
+    # rows the batch adds that the table already holds: the COPY of new rows is refused and
+    # the whole batch is upserted (the savepoint undid the partial COPY)
+    assert s.write(2, {"v": [((-2, "n"), 1), ((-1, None), 1), ((10, "r"), 3)]})
+    assert s.upsert_only["v"] > 0
     assert seq_scans() == before
-    want = Counter({(i, "r"): 1 for i in range(20_000) if i % 9}) + Counter({(-1, None): 2})
+    want = Counter({(i, "r"): 1 for i in range(20_000) if i % 9}) + Counter({(-1, None): 3, (-2, "n"): 1})
+    want[(10, "r")] = 4
     assert _sink_rows_pg(pg_url) == want
     with psycopg.connect(pg_url, autocommit=True) as c:  # someone else removes a row
         c.execute("DELETE FROM v WHERE x = 1")
     with pytest.raises(IVMError, match="negative count"):
-        s.write(2, {"v": [((1, "r"), -1), ((2, "r"), -1)]})
-    assert _sink_rows_pg(pg_url) == want - Counter({(1, "r"): 1})  # batch 2 changed nothing
+        s.write(3, {"v": [((1, "r"), -1), ((2, "r"), -1)]})
+    assert _sink_rows_pg(pg_url) == want - Counter({(1, "r"): 1})  # batch 3 changed nothing
     s.close()
 
 

@@ -71,15 +71,17 @@ class DriverEngine:
         if batch_id <= self.last:
             log.info("batch %d: already applied (replay), skipped", batch_id)
             return
+        split: dict[str, float] = {}
+        t = time.monotonic()
+        # reading the batch runs Spark jobs (Python workers may fail to start: the query is
+        # started again) and touches nothing: only a failure from here on stops the engine
+        frame = df.select("lsn", "seq", "tbl", "sign", "row",
+                          df["ts"].cast("double").alias("ts")).toArrow()
+        ts = [t for t in frame.column("ts").to_pylist() if t is not None]
+        rows = decode_frame(frame)
+        changes = batch_changes(rows, self.state.base)
+        t = _lap(split, "read", t)
         try:
-            split: dict[str, float] = {}
-            t = time.monotonic()
-            frame = df.select("lsn", "seq", "tbl", "sign", "row",
-                              df["ts"].cast("double").alias("ts")).toArrow()
-            ts = [t for t in frame.column("ts").to_pylist() if t is not None]
-            rows = decode_frame(frame)
-            changes = batch_changes(rows, self.state.base)
-            t = _lap(split, "read", t)
             out = self.state.apply(changes)
             t = _lap(split, "engine", t)
             for s in self.sinks:

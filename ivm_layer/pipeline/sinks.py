@@ -3,16 +3,20 @@
 A sink receives, per batch id, every view's change ``[(row, Δk)]``. Table sinks keep one row
 per distinct view row with its multiplicity::
 
-    <view>(<view columns…>, ivm_count BIGINT, ivm_key TEXT PRIMARY KEY)
+    <view>(<view columns…>, ivm_count BIGINT, ivm_key UUID PRIMARY KEY)
 
-(``ivm_key`` is a digest of the row; a bag is ``SELECT cols FROM v, generate_series(1,
-ivm_count)``). A batch is merged with ``INSERT … ON CONFLICT (ivm_key) DO UPDATE`` and
-rows whose count drops to zero are deleted, all in one transaction together with the
-bookkeeping row ``ivm_daemon_batches(daemon, batch_id)``: a batch id at or below the
-recorded one is skipped, so a replayed batch is never applied twice. The merge is
-O(changes) whatever the statistics say: the upsert probes the primary key once per changed
-row and returns only the keys whose count dropped to zero (or below: someone else changed the
-table, an error), which are then deleted by key — no join, no scan of the sink table.
+(``ivm_key`` is a 128-bit digest of the row, a ``uuid`` in new PostgreSQL tables — a
+``TEXT`` key of an older table keeps working; a bag is ``SELECT cols FROM v,
+generate_series(1, ivm_count)``). A batch is merged in one transaction together with the
+bookkeeping row ``ivm_daemon_batches(daemon, batch_id)``: a batch id at or below the recorded
+one is skipped, so a replayed batch is never applied twice. The merge is O(changes) whatever
+the statistics say. The PostgreSQL sink first tries the rows a batch adds as new rows: one
+COPY straight into the table under a savepoint (a backlog of inserts mostly adds new view
+rows; the primary key refuses a row the table holds, and then the savepoint is rolled back).
+Everything else is COPied into a temporary stage and merged with ``INSERT … ON CONFLICT
+(ivm_key) DO UPDATE``, which probes the primary key once per row and returns only the keys
+whose count dropped to zero (or below: someone else changed the table, an error), deleted by
+key — no join, no scan of the sink table.
 
 - ``source`` / ``postgresql://…``: a PostgreSQL database
 - ``duckdb:FILE``: a DuckDB database file
@@ -35,6 +39,8 @@ from ..errors import IVMError
 #: ``{view: (columns, sql_types)}``
 Layouts = dict[str, tuple[list[str], list[str]]]
 BOOKKEEPING = "ivm_daemon_batches"
+#: after a batch whose added rows were not all new, this many batches of the view are upserted
+UPSERT_BATCHES = 8
 #: how long a PostgreSQL sink keeps reconnecting to write a batch (a server restart)
 RETRY_SECONDS = 120.0
 
@@ -102,6 +108,8 @@ class PostgresSink(Sink):
         self.url, self.daemon, self.label = url, daemon, f"postgresql {redact(url)}"
         self.conn = None
         self.layouts: Layouts = {}
+        self.key_types: dict[str, str] = {}
+        self.upsert_only: dict[str, int] = {}   # view → batches left that skip the COPY attempt
 
     def _connect(self):
         from connectors.postgres import connect
@@ -119,9 +127,12 @@ class PostgresSink(Sink):
             for view, (cols, types) in layouts.items():
                 defs = ", ".join(f"{qi(c)} {t}" for c, t in zip(cols, types))
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {qi(view)} ({defs}, "
-                             "ivm_count BIGINT NOT NULL, ivm_key TEXT PRIMARY KEY)")
+                             "ivm_count BIGINT NOT NULL, ivm_key UUID PRIMARY KEY)")
                 if fresh:
                     conn.execute(f"TRUNCATE {qi(view)}")
+                kt = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
+                                  "attrelid = %s::regclass AND attname = 'ivm_key'", [qi(view)]).fetchone()
+                self.key_types[view] = "uuid" if kt and kt[0] == "uuid" else "text"
             if fresh:
                 conn.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = %s", [self.daemon])
 
@@ -163,6 +174,33 @@ class PostgresSink(Sink):
         return True
 
     def _merge(self, conn, view: str, change: Change) -> None:
+        """Rows added by the batch are first tried as new rows: COPY straight into the table,
+        under a savepoint (the primary key refuses a row the table already holds: then the
+        savepoint is rolled back and the whole change goes through the upsert, and the next
+        ``UPSERT_BATCHES`` batches of the view go there directly). Removed rows (and a refused
+        COPY) take the upsert."""
+        import psycopg
+
+        if self.upsert_only.get(view, 0) > 0:
+            self.upsert_only[view] -= 1
+            return self._upsert(conn, view, change)
+        added = [(row, k) for row, k in change if k > 0]
+        cols, _types = self.layouts[view]
+        all_cols = [qi(c) for c in cols] + ["ivm_count", "ivm_key"]
+        if added:
+            try:
+                with conn.transaction(), \
+                        conn.cursor().copy(f"COPY {qi(view)} ({', '.join(all_cols)}) FROM STDIN") as cp:
+                    write = cp.write_row
+                    for row, k in added:
+                        write((*row, k, row_key(row)))
+            except psycopg.errors.UniqueViolation:
+                self.upsert_only[view] = UPSERT_BATCHES
+                return self._upsert(conn, view, change)
+        if len(added) < len(change):
+            self._upsert(conn, view, [(row, k) for row, k in change if k < 0])
+
+    def _upsert(self, conn, view: str, change: Change) -> None:
         cols, _types = self.layouts[view]
         stage = f"ivm_stage_{re.sub(r'[^a-z0-9_]', '_', view.lower())}"
         conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {qi(stage)} "
@@ -188,7 +226,8 @@ class PostgresSink(Sink):
                             "count: it was changed by someone else; drop it and restart the daemon "
                             "with a new --checkpoint")
         if dropped:  # primary-key lookups
-            conn.execute(f"DELETE FROM {qi(view)} WHERE ivm_key = ANY(%s) AND ivm_count = 0",
+            kt = self.key_types.get(view, "text")
+            conn.execute(f"DELETE FROM {qi(view)} WHERE ivm_key = ANY(%s::{kt}[]) AND ivm_count = 0",
                          [[k for k, _ in dropped]])
 
     def close(self) -> None:
