@@ -428,7 +428,9 @@ class TRep:
                        f"{label(c.gt)} share one order of {c.d_var} with pair counts (sorted chunks, a segment "
                        f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
                        f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
-                       f"range {label(c.mr)}'s extreme tuple admits: O(1) delay")
+                       f"range {label(c.mr)}'s extreme tuple admits: O(1) delay. With the derived top join, "
+                       f"updates of {label(c.mr)}, {label(c.gs)} and {label(c.gt)} cost O(log n): the planner's "
+                       "update cost above is Algorithm 2's on this tree, which these derivations replace")
         for n in self.nodes.values():
             p = n.parent
             if p is None or p.fused or not n.node.preds:
