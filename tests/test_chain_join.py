@@ -11,10 +11,11 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-import ivm_layer  # noqa: E402
-from ivm_layer.engine import pairaxis  # noqa: E402
-from querygen import Pred, Query, gen_stream, render_sql  # noqa: E402
-from test_differential import run_stream  # noqa: E402
+from querygen import Pred, Query, gen_stream, render_sql
+from test_differential import run_stream
+
+import ivm_layer
+from ivm_layer.engine import pairaxis
 
 SCHEMA = {"r": ["r_a", "r_b", "r_c"], "s": ["s_a", "s_b"], "t": ["t_a", "t_b"]}
 

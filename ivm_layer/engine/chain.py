@@ -24,7 +24,8 @@ what it enumerates.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any, Callable
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from .pairaxis import PairAxis, suffix
 
@@ -66,10 +67,28 @@ def intersect(a: tuple, b: tuple) -> tuple:
 class Chain:
     """The derived lower join p1 of a derived top join (see the module docstring)."""
 
-    __slots__ = ("trep", "v", "p1", "gs", "mr", "gt", "axis", "x_key", "x_lower", "x_bounds",
-                 "z_key", "z_lower", "y_pos", "s_groups", "r_groups", "r_extreme", "d_var", "a_var")
+    __slots__ = (
+        "a_var",
+        "axis",
+        "d_var",
+        "gs",
+        "gt",
+        "mr",
+        "p1",
+        "r_extreme",
+        "r_groups",
+        "s_groups",
+        "trep",
+        "v",
+        "x_bounds",
+        "x_key",
+        "x_lower",
+        "y_pos",
+        "z_key",
+        "z_lower",
+    )
 
-    def __init__(self, trep: "TRep", v: "Virtual", gs: "RNode", mr: "RNode", d_var: str,
+    def __init__(self, trep: TRep, v: Virtual, gs: RNode, mr: RNode, d_var: str,
                  x_bounds: Callable, x_lower: bool, z_bounds: Callable, z_lower: bool):
         self.trep, self.v, self.p1, self.gs, self.mr, self.gt = trep, v, v.m, gs, mr, v.g
         self.axis = PairAxis()
@@ -143,7 +162,7 @@ class Chain:
 
         return up
 
-    def update(self, n: "RNode", delta: dict, record: dict | None) -> bool:
+    def update(self, n: RNode, delta: dict, record: dict | None) -> bool:
         """Child n (S or R) of p1 changed by ``delta`` (its indexes and the axis are applied)."""
         v = self.v
         if n is self.gs or record is not None:

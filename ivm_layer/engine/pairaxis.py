@@ -43,7 +43,7 @@ def suffix(total: Fold, pre: Fold) -> Fold:
 class PairAxis:
     """Weighted keys of three streams (0 = X, 1 = Y, 2 = Z) on one order, with prefix folds."""
 
-    __slots__ = ("_keys", "_w", "_maxes", "_leaf", "_tree", "_size")
+    __slots__ = ("_keys", "_leaf", "_maxes", "_size", "_tree", "_w")
 
     def __init__(self) -> None:
         self._keys: list[list] = []  # chunks of sorted keys
