@@ -193,6 +193,34 @@ def markdown(doc: dict, pngs: list[str] | None = None, base: str | None = None) 
     return "\n".join(L) + "\n"
 
 
+def _vs_duckdb(doc: dict) -> list[str]:
+    """Per workload: µs per update of the engine (ivm-pull) and of DuckDB recomputing, and their
+    ratio. A DuckDB run killed at the budget gives a lower bound: its µs per update over the
+    updates it finished (the first, cheapest part of the stream)."""
+    by = _by(doc["results"])
+    rows = []
+    for w in dict.fromkeys(r["workload"] for r in doc["results"]):
+        for n in dict.fromkeys(r["n_requested"] for r in doc["results"] if r["workload"] == w):
+            e, d = by.get((w, n, "ivm-pull")), by.get((w, n, "duckdb"))
+            if e is None or d is None or e["status"] != "ok" or not e.get("us_per_update"):
+                continue
+            eu = e["us_per_update"]
+            if d["status"] == "ok" and d.get("us_per_update"):
+                rows.append(f"| {w} | {n:,} | {eu:,.1f} | {d['us_per_update']:,.1f} | ×{d['us_per_update'] / eu:,.1f} |")
+            elif d.get("partial_us_per_update") and d.get("updates"):
+                du = d["partial_us_per_update"]
+                rows.append(f"| {w} | {n:,} | {eu:,.1f} | ≥ {du:,.1f} ({d['status']} after {d['updates']:,} updates) "
+                            f"| ≥ ×{du / eu:,.1f} |")
+            else:
+                rows.append(f"| {w} | {n:,} | {eu:,.1f} | {d['status']} | – |")
+    if not rows:
+        return []
+    return (["Engine (ivm-pull) vs DuckDB recomputing after every batch: µs per update and the ratio "
+             "(DuckDB stopped at the budget: its cost over the updates it finished, a lower bound).", "",
+             "| workload | N | ivm-pull µs/update | duckdb µs/update | duckdb / ivm-pull |",
+             "|---|---:|---:|---:|---:|"] + rows)
+
+
 def readme_section(doc: dict) -> str:
     """The compact section for README.md: per workload and system, updates/s and memory."""
     syss = [s for s in _systems(doc) if any(r["system"] == s and r["status"] != "skipped" for r in doc["results"])]
@@ -224,6 +252,9 @@ def readme_section(doc: dict) -> str:
                     cells.append(r["status"] if r["status"] != "skipped" else "skipped")
             L.append(f"| {w} | {n:,} | " + " | ".join(cells) + f" | {_num(size)} | "
                      f"{ {True: 'yes', False: '**NO**', None: ''}[agree] } |")
+    vs = _vs_duckdb(doc)
+    if vs:
+        L += [""] + vs
     sc = _scaling(doc)
     if sc:
         L += ["", "Scaling (µs per update; the same query on 1×, 10×, 100× input):", ""] + sc

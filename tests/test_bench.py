@@ -189,3 +189,27 @@ def test_selection_by_family_and_query():
     with pytest.raises(KeyError):
         wl.select(["Q99"])
     assert streams.K_RANGE == 200  # the paper's equality-attribute domain
+
+
+def test_readme_section_compares_the_engine_with_duckdb():
+    """µs per update of ivm-pull vs DuckDB and the ratio; a DuckDB timeout is a lower bound."""
+    from bench import report
+
+    def rec(w, system, status, **kw):
+        return dict(workload=w, family="paper", system=system, n_requested=1000, status=status, **kw)
+
+    lines = report._vs_duckdb({"results": [
+        rec("Q1", "ivm-pull", "ok", us_per_update=10.0), rec("Q1", "duckdb", "ok", us_per_update=250.0),
+        rec("Q5", "ivm-pull", "ok", us_per_update=100.0),
+        rec("Q5", "duckdb", "timeout", updates=400, partial_us_per_update=5000.0)]})
+    assert "| Q1 | 1,000 | 10.0 | 250.0 | ×25.0 |" in lines
+    assert any(ln.startswith("| Q5 |") and "≥ ×50.0" in ln and "timeout after 400 updates" in ln for ln in lines)
+
+
+def test_pull_mode_in_batches_equals_one_at_a_time():
+    w = wl.get("Q2-mixed")
+    stream = w.stream(300)
+    a = systems.run("ivm-pull", w, stream, dict(CFG, batch=1))
+    b = systems.run("ivm-pull", w, stream, dict(CFG, batch=50))
+    assert a["status"] == b["status"] == "ok" and "batches of 50" in b["mode"]
+    assert a["fingerprint"] is not None and (a["view_size"], a["fingerprint"]) == (b["view_size"], b["fingerprint"])

@@ -201,15 +201,19 @@ def gen_enum(trep: "TRep", atom: int | None, batch: bool = False) -> tuple[str, 
                 lines.append(f"{ind}for {tr}, m{r.id} in SG{r.id}[k{r.id}].items.items():")
             else:
                 ns[f"NB{r.id}"] = v.m.v_bounds
-                lines.append(f"{ind}for b{r.id} in SG{r.id}[k{r.id}].buckets_in("
-                             f"*NB{r.id}(SM{r.id}[k{r.id}].{v.extreme}())):")
+                if v.chain is not None:  # m's ρ is derived: its extreme tuple from the chain
+                    ns[f"CH{r.id}"] = v.chain
+                    ext = f"CH{r.id}.m_extreme({v.extreme == 'max_tuple'})"
+                else:
+                    ext = f"SM{r.id}[k{r.id}].{v.extreme}()"
+                lines.append(f"{ind}for b{r.id} in SG{r.id}[k{r.id}].buckets_in(*NB{r.id}({ext})):")
                 ind += "    "
                 lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")
             ind += "    "
             emit_level(n_children(r) + rest, lookups(r, ind))
             return
         if r.p_bounds is not None:
-            ns[f"B{r.id}"] = r.p_bounds
+            ns[f"B{r.id}"] = r.e_bounds or r.p_bounds
             lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
             ind += "    "
             lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")

@@ -202,6 +202,15 @@ class OrderedGroup:
         """A tuple with the largest sort value (the group is not empty)."""
         return next(iter(self.buckets[self._chunks[-1][-1]]))
 
+    def edge_in(self, lo, lo_incl: bool, hi, hi_incl: bool, last: bool = False) -> tuple | None:
+        """A tuple with the smallest (``last``: largest) sort value in the range, or None."""
+        span = self._span(lo, lo_incl, hi, hi_incl)
+        if span is None:
+            return None
+        ci, pos, cj, end = span
+        value = self._chunks[cj][end - 1] if last else self._chunks[ci][pos]
+        return next(iter(self.buckets[value]))
+
     def _prefix(self, value, inclusive: bool) -> int:
         """Sum of the weights of sort values < value (or <= value when inclusive)."""
         maxes = self._maxes

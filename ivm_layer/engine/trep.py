@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterator
 from ..planner import Plan
 from ..planner.gjt import Node
 from ..query import Predicate
+from .chain import Chain
+from .pairaxis import CHUNK as PAIR_CHUNK
 from .index import Index
 from .enumgen import gen_enum
 from .predicates import compile_bounds, compile_cross_check, compile_filter, key_fn, projector
@@ -42,7 +44,7 @@ class RNode:
     __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
-                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos")
+                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -76,6 +78,10 @@ class RNode:
         self.v_key = None
         self.v_bounds = None
         self.p_sort_pos: int | None = None  # position (in ``pos``) of the variable P_n is ordered on
+        # A derived lower join (engine/chain.py): on that node, its ``Chain``; ``e_bounds`` is
+        # then its full-enumeration range (``p_bounds`` cut to the d's with a partner).
+        self.chain: Chain | None = None
+        self.e_bounds = None
 
 
 def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
@@ -124,12 +130,16 @@ class TRep:
         for r in self.nodes.values():
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
         self.virtual = self._find_virtual()
+        self.chain = self._find_chain()
         for r in self.nodes.values():
             self._wire(r)
         if self.virtual is not None:
             self.virtual.finish()
         for r in self.nodes.values():
             r.appliers = [idx.apply for idx in r.indexes]
+        if self.chain is not None:
+            c = self.chain
+            c.finish(self._index(c.gs, [], c.p1.form, None, c.d_var), self._index(c.mr, [], None, None, c.a_var))
         self.out_vars = list(plan.gcq.output)
         self._enum_source: dict[Any, str] = {}
         self._enum_cache: dict[Any, Callable] = {}
@@ -166,6 +176,45 @@ class TRep:
         v = Virtual(self, p, g, m, on[0] if on else None)
         p.virtual = v
         return v
+
+    def _find_chain(self) -> Chain | None:
+        """The join below the derived top join, when its ρ can be derived too (engine/chain.py).
+
+        Shape: the top join's non-guard child p1 (not fused, no filter, not a frontier of N)
+        joins a guard S and a non-guard R; the edges R–p1 and p1–T each carry one one-sided
+        inequality, both on the same variable d of p1, and no equality (no shared variable)."""
+        v = self.virtual
+        if v is None or v.pred is None:
+            return None
+        p, p1, gt = v.p, v.m, v.g
+        if p1.fused or len(p1.children) != 2 or p1.filter is not None or p.filter is not None:
+            return None
+        if p1.frontier or (p1.in_n and not all(c.in_n for c in p1.children)):
+            return None
+        if gt.node.vars & p1.node.vars:
+            return None
+        guards = [c for c in p1.children if c.is_guard]
+        if len(guards) != 1 or guards[0].node.preds:
+            return None
+        gs = guards[0]
+        mr = gs.sibling
+        if gs.node.vars & mr.node.vars:
+            return None
+        _, lower, rest = _split_on_sort_var(_flip_all(_oriented_cross(mr.node, p1.node)))  # d op a + c
+        _, top, rest2 = _split_on_sort_var(_oriented_cross(p1.node, p.node))  # d op g + c
+        ops = ("<", "<=", ">", ">=")
+        if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
+            return None
+        if lower[0].left != top[0].left:
+            return None
+        a_var, _, _ = _split_on_sort_var(_oriented_cross(mr.node, p1.node))
+        c = Chain(self, v, gs, mr, lower[0].left,
+                  compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
+                  compile_bounds(top, gt.pos), top[0].op in (">", ">="))
+        c.d_var, c.a_var = lower[0].left, a_var
+        p1.chain = c
+        v.chain = c
+        return c
 
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
@@ -218,6 +267,11 @@ class TRep:
             n.up = _identity if pf is None else _make_filter(pf)
         elif s is None:
             n.up = _make_project(projector(p.form, n.pos), p.filter)
+        elif n.is_guard and s.chain is not None:
+            # T under the derived top join whose other child p1 is derived too: ρ_p1's range
+            # sum is a pair count on the chain's axis (engine/chain.py).
+            n.v_key = key_fn([], p.pos)
+            n.up = s.chain.t_up(projector(p.form, n.pos))
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
@@ -252,6 +306,10 @@ class TRep:
                 end = end.children[0]
             if n.virtual is not None:
                 pass  # derived on demand: no P_n
+            elif n.chain is not None:
+                # derived: P_n is S's group (π_var(n) ρ_S, ordered on d), read inside the
+                # range R's extreme tuple admits (e_bounds below)
+                n.p_index = self._index(n.chain.gs, key_vars, n.form, None, sort_var)
             elif end.fused:
                 # The chain ends at a fused frontier node: distinct output rows need its tuples
                 # aggregated onto var(end), so the index projects (and the chain aliases read that).
@@ -261,6 +319,8 @@ class TRep:
                 n.p_index = self._index(n, key_vars, None, None, sort_var)
             n.p_key_vars = key_vars
             n.p_bounds = compile_bounds(on, p.pos) if on else None
+            if n.chain is not None:
+                n.e_bounds = n.chain.p1_bounds(n.p_bounds)
             n.p_sort_pos = n.pos[sort_var] if on else None
             n.p_resid = compile_cross_check(rest, n.enum_pos, p.pos)
             n.p_check = compile_cross_check(cross, n.pos, p.pos)
@@ -278,8 +338,12 @@ class TRep:
                 apply(delta)
             if record is not None and n.in_n:
                 record[n.id] = delta
-            if n.parent is not None and n.parent.virtual is not None:
-                return n.parent.virtual.update(n, delta, record)
+            p = n.parent
+            if p is not None:
+                if p.virtual is not None:
+                    return p.virtual.update(n, delta, record)
+                if p.chain is not None:
+                    return p.chain.update(n, delta, record)
             up = n.up
             if up is None:  # the root
                 self.count += delta.get((), 0)
@@ -358,6 +422,15 @@ class TRep:
             out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
                        f"changes per-key counts by one range sum, O(log n) ({how}); enumeration walks "
                        f"{label(v.g)}'s group inside the range its extreme partner admits: O(1) delay")
+        c = self.chain
+        if c is not None:
+            out.append(f"derived chain {label(c.p1)}: ρ not stored either; {label(c.mr)}, {label(c.gs)} and "
+                       f"{label(c.gt)} share one order of {c.d_var} with pair counts (sorted chunks, a segment "
+                       f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
+                       f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
+                       f"range {label(c.mr)}'s extreme tuple admits: O(1) delay. With the derived top join, "
+                       f"updates of {label(c.mr)}, {label(c.gs)} and {label(c.gt)} cost O(log n): the planner's "
+                       "update cost above is Algorithm 2's on this tree, which these derivations replace")
         for n in self.nodes.values():
             p = n.parent
             if p is None or p.fused or not n.node.preds:
@@ -563,18 +636,20 @@ class Virtual:
     (the one g's updates probe). Deltas of p are built only for delta enumeration, whose
     output they are proportional to."""
 
-    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key")
+    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain")
 
     def __init__(self, trep: TRep, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
         self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
         self.counts: dict = {}
+        self.chain: Chain | None = None  # m's ρ derived too (engine/chain.py)
         # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
         # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
         self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")
 
     def finish(self) -> None:
         self.g_groups = self.m.v_index.groups  # π_var(p) ρ_g, grouped by k, ordered on p's variable
-        self.m_groups = self.g.v_index.groups  # ρ_m, grouped by k, ordered on m's variable
+        # ρ_m, grouped by k, ordered on m's variable (not stored when m is a derived chain)
+        self.m_groups = self.g.v_index.groups if self.g.v_index is not None else None
         self.p_key = self.g.v_key
 
     def update(self, n: RNode, delta: dict, record: dict | None) -> bool:
