@@ -408,6 +408,21 @@ class TRep:
         return fn
 
     # -- introspection ------------------------------------------------------------------
+    def derived_steps(self) -> dict[int, str]:
+        """GJT node id → why, for the steps to a parent that this representation derives on
+        demand in O(log n) (the derived top join and chain) rather than propagates: EXPLAIN's
+        update cost counts them as O(log n)."""
+        out: dict[int, str] = {}
+        v = self.virtual
+        if v is not None:
+            for n in (v.g, v.m):
+                out[n.node.id] = "the derived join above it: one range sum (see engine: below)"
+        c = self.chain
+        if c is not None:
+            for n in (c.mr, c.gs):
+                out[n.node.id] = "the derived chain above it: pair counts on one order (see engine: below)"
+        return out
+
     def cost_notes(self) -> list[str]:
         """What this representation does per edge, read from the wired nodes (EXPLAIN):
         the derived top join, and edges whose inequalities one order cannot cover (their other
@@ -428,9 +443,7 @@ class TRep:
                        f"{label(c.gt)} share one order of {c.d_var} with pair counts (sorted chunks, a segment "
                        f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
                        f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
-                       f"range {label(c.mr)}'s extreme tuple admits: O(1) delay. With the derived top join, "
-                       f"updates of {label(c.mr)}, {label(c.gs)} and {label(c.gt)} cost O(log n): the planner's "
-                       "update cost above is Algorithm 2's on this tree, which these derivations replace")
+                       f"range {label(c.mr)}'s extreme tuple admits: O(1) delay")
         for n in self.nodes.values():
             p = n.parent
             if p is None or p.fused or not n.node.preds:

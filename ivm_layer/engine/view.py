@@ -91,7 +91,7 @@ class View:
                  + (f", {st['materialized_rows']} materialized rows" if self._materialized is not None else ""))
         notes = self._trep.cost_notes()
         engine = ["engine:"] + [f"  {line}" for line in notes] if notes else []
-        return "\n".join(head + [self.plan.explain()] + engine + [stats])
+        return "\n".join(head + [self.plan.explain(self._trep.derived_steps())] + engine + [stats])
 
     def stats(self) -> dict[str, int]:
         """What the view stores, in tuples (the memory accounting behind ``explain()``):

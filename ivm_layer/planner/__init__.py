@@ -7,6 +7,7 @@ and join predicates → drop transitively implied inequalities (001 §3) → Alg
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 from ..errors import CyclicQueryError
@@ -36,13 +37,15 @@ class Plan:
     #: atoms of static tables (003): loaded once, so their paths do not count for update cost
     static_atoms: frozenset[int] = frozenset()
 
-    def guards(self) -> GuardReport:
-        """Which leaf-to-root paths are guard paths, and the bounds that follow (guards.py)."""
-        return analyze(self.root, self.in_n)
+    def guards(self, derived: Mapping[int, str] | None = None) -> GuardReport:
+        """Which leaf-to-root paths are guard paths, and the bounds that follow (guards.py);
+        ``derived``: steps the engine derives in O(log n) (node id → reason)."""
+        return analyze(self.root, self.in_n, derived)
 
-    def costs(self) -> tuple[str, str]:
-        """(update cost, enumeration delay), derived from the tree, never from the class name."""
-        rep = self.guards()
+    def costs(self, derived: Mapping[int, str] | None = None) -> tuple[str, str]:
+        """(update cost, enumeration delay), derived from the tree (and the engine's derived
+        steps), never from the class name."""
+        rep = self.guards(derived)
         leaves = {a: lp for a, lp in rep.leaves.items() if a not in self.static_atoms}
         worst = rep.update_cost(list(leaves))
         what = "dynamic " if self.static_atoms else ""
@@ -81,8 +84,8 @@ class Plan:
     def tree(self) -> str:
         return render(self.root, self.in_n, self.atom_label)
 
-    def explain(self) -> str:
-        update, delay = self.costs()
+    def explain(self, derived: Mapping[int, str] | None = None) -> str:
+        update, delay = self.costs(derived)
         lines = [f"class: {self.klass}" + (" (with a materialized cyclic core)" if self.core is not None else "")]
         lines.extend(self.notes or ())
         if self.klass == NOT_FREE_CONNEX:

@@ -21,6 +21,7 @@ has constant delay over N unless an edge inside N carries inequalities on severa
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 
 from .gjt import Node, fmt_vars
@@ -88,8 +89,11 @@ def _step(n: Node) -> tuple[str, str]:
     return worst, why
 
 
-def analyze(root: Node, in_n: set[int]) -> GuardReport:
-    """Classify every leaf's root path and every edge inside N (see the module docstring)."""
+def analyze(root: Node, in_n: set[int], derived: Mapping[int, str] | None = None) -> GuardReport:
+    """Classify every leaf's root path and every edge inside N (see the module docstring).
+    ``derived``: node id → reason, for steps the engine derives on demand in O(log n) instead
+    of propagating (its derived joins); they count as O(log n) whatever the tree says."""
+    derived = derived or {}
     rep = GuardReport()
     for n in root.walk():
         if n.parent is not None and n.id in in_n and _sort_vars(n) > 1:
@@ -99,7 +103,7 @@ def analyze(root: Node, in_n: set[int]) -> GuardReport:
         cost, reason, guard = O1, "", True
         m = n
         while m.parent is not None:
-            c, why = _step(m)
+            c, why = (OLOG, derived[m.id]) if m.id in derived else _step(m)
             if not m.parent.vars <= m.vars and [x for x in m.parent.children if x is not m]:
                 guard = False
             if _RANK[c] > _RANK[cost]:
