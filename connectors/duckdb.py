@@ -107,6 +107,10 @@ def table_comment(conn, table: str) -> str | None:
 #: be computed later from the captured values (:meth:`TableCapture.settle`)
 _ROUND_TRIP = re.compile(r"(BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|HUGEINT|UTINYINT|USMALLINT|UINTEGER|"
                          r"UBIGINT|FLOAT|DOUBLE|DECIMAL\(\d+,\s*\d+\)|VARCHAR|DATE|TIMESTAMP|UUID|BLOB)")
+#: column types whose values DuckDB's ``fetchnumpy`` hands back as the same Python values as
+#: ``fetchall`` (NULL as None): bulk results are read column-wise (:meth:`TableCapture.bulk_rows`)
+_COLUMNWISE = re.compile(r"BOOLEAN|TINYINT|SMALLINT|INTEGER|BIGINT|UTINYINT|USMALLINT|UINTEGER|UBIGINT|"
+                         r"FLOAT|DOUBLE|VARCHAR")
 #: captured rows held unhashed before their hashes are summed in one statement
 SETTLE_AT = 16_384
 
@@ -129,6 +133,7 @@ class TableCapture:
         #: None: every captured row comes with its hash
         self.types = list(types) if types is not None else None
         self.lazy = self.types is not None and all(_ROUND_TRIP.fullmatch(t) for t in self.types)
+        self.columnwise = self.types is not None and all(_COLUMNWISE.fullmatch(t) for t in self.types)
         #: an UPDATE's new rows can be computed from its SET list (:meth:`update_rows`): not
         #: when the table has generated columns, whose new values DuckDB computes
         self.in_place = self.lazy and not generated
@@ -184,6 +189,20 @@ class TableCapture:
         self._plus, self._minus = [], []
         self._epoch += 1
 
+    def bulk_rows(self, res, sign: int) -> list[tuple]:
+        """The rows (each followed by its hash) of a statement that may return many, accounted
+        in the fingerprint and returned without the hash. Read column by column where the
+        types allow (the hash column is summed as a list, no row tuple is built twice), else
+        row by row."""
+        if not self.columnwise:
+            return self.note(res.fetchall(), sign, True)
+        cols = [a.tolist() for a in res.fetchnumpy().values()]
+        rows = list(zip(*cols[:-1]))
+        if self._known and rows:
+            self._n += sign * len(rows)
+            self._s = (self._s + sign * sum(cols[-1])) % _WRAP
+        return rows
+
     def note(self, rows: Sequence[tuple], sign: int, hashed: bool) -> list[tuple]:
         """Account captured rows in the expected fingerprint; returns them without the hash
         (``hashed``: each row ends with its hash)."""
@@ -230,15 +249,18 @@ class TableCapture:
 
     # -- statements -----------------------------------------------------------------------
     def run_returning(self, conn, text: str, params, user_returning: bool, sign: int,
-                      hashed: bool = True) -> tuple[Any, list, list[tuple]]:
+                      hashed: bool = True, many: bool = False) -> tuple[Any, list, list[tuple]]:
         """Run an INSERT (``sign`` 1) or DELETE (-1) with our RETURNING list: ``(user
         description or None, user rows, captured rows)``; the rows are accounted in the
         fingerprint. ``hashed=False`` (a statement that usually changes few rows) leaves the
-        hash out of the RETURNING list when the table's values can be hashed later."""
+        hash out of the RETURNING list when the table's values can be hashed later; ``many``
+        (``INSERT … SELECT``) reads the result column-wise (:meth:`bulk_rows`)."""
         hashed = hashed or not self.lazy
         ret = self.returning if hashed else self.select_list
         sql = f"{text}, {ret}" if user_returning else f"{text}\nRETURNING {ret}"
         res = _execute(conn, sql, params)
+        if not user_returning and hashed and many:
+            return None, [], self.bulk_rows(res, sign)
         rows = res.fetchall()
         if not user_returning:
             return None, [], self.note(rows, sign, hashed)
@@ -247,8 +269,7 @@ class TableCapture:
 
     def delete_all(self, conn) -> list[tuple]:
         """``TRUNCATE``: delete every row, returning them."""
-        rows = conn.execute(f"DELETE FROM {self.qtable}\nRETURNING {self.returning}").fetchall()
-        return self.note(rows, -1, True)
+        return self.bulk_rows(conn.execute(f"DELETE FROM {self.qtable}\nRETURNING {self.returning}"), -1)
 
     def copy_from(self, conn, text: str, span: tuple[int, int], columns: str | None) -> list[tuple]:
         """``COPY t [(cols)] FROM …`` through a stage table; returns the inserted rows."""
@@ -257,9 +278,8 @@ class TableCapture:
             conn.execute(text[:span[0]] + f"temp.{STAGE}" + text[span[1]:])
             cols = columns or ""
             sel = columns[1:-1] if columns else "*"
-            rows = conn.execute(f"INSERT INTO {self.qtable} {cols} SELECT {sel} FROM temp.{STAGE}\n"
-                                f"RETURNING {self.returning}").fetchall()
-            return self.note(rows, 1, True)
+            return self.bulk_rows(conn.execute(f"INSERT INTO {self.qtable} {cols} SELECT {sel} FROM "
+                                               f"temp.{STAGE}\nRETURNING {self.returning}"), 1)
         finally:
             conn.execute(f"DROP TABLE IF EXISTS temp.{STAGE}")
 

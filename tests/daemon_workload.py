@@ -29,6 +29,26 @@ AGG_SELECT = ("SELECT r.k, COUNT(*) AS n, SUM(t.y) AS total FROM r JOIN s ON r.k
 AGG_VIEWS = f"CREATE INCREMENTAL MATERIALIZED VIEW g3 AS\n{AGG_SELECT};\n"
 
 
+def valid_changes(rnd: random.Random, steps: int, tables: str, make_row, max_items: int):
+    """``steps`` lists of ``(table, row, ±1)``: inserts of ``make_row(rnd, table)`` and deletes of
+    rows present (duplicates and NULLs included), so every list is valid after the ones before."""
+    have: dict[str, Counter] = {t: Counter() for t in tables}
+    for _ in range(steps):
+        items = []
+        for _ in range(rnd.randint(1, max_items)):
+            t = rnd.choice(tables)
+            if have[t] and rnd.random() < 0.35:
+                row = rnd.choice(sorted(have[t], key=repr))
+                have[t][row] -= 1
+                have[t] = +have[t]
+                items.append((t, row, -1))
+            else:
+                row = make_row(rnd, t)
+                have[t][row] += 1
+                items.append((t, row, 1))
+        yield items
+
+
 def create_tables(url: str, seed: int = 1) -> None:
     rnd = random.Random(seed)
     with psycopg.connect(url, autocommit=True) as c:

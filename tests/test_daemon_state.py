@@ -13,6 +13,7 @@ import random
 from collections import Counter
 
 import pytest
+from daemon_workload import valid_changes
 
 from connectors import checkpoint as ckpt
 from ivm_layer import compile_view
@@ -46,21 +47,7 @@ def _row(rnd: random.Random, table: str) -> tuple:
 
 def _stream(seed: int, steps: int):
     """Consolidated batches of inserts/deletes (duplicates, NULLs, typed values), always valid."""
-    rnd = random.Random(seed)
-    have = {t: Counter() for t in SCHEMA}
-    for _ in range(steps):
-        items = []
-        for _ in range(rnd.randint(1, 10)):
-            t = rnd.choice("rs")
-            if have[t] and rnd.random() < 0.35:
-                row = rnd.choice(sorted(have[t], key=repr))
-                have[t][row] -= 1
-                have[t] = +have[t]
-                items.append((t, row, -1))
-            else:
-                row = _row(rnd, t)
-                have[t][row] += 1
-                items.append((t, row, 1))
+    for items in valid_changes(random.Random(seed), steps, "rs", _row, 10):
         yield batch_changes([(0, i, t, k, r) for i, (t, r, k) in enumerate(items)], {})
 
 

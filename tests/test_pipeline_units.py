@@ -10,6 +10,7 @@ from collections import Counter
 import duckdb
 import psycopg
 import pytest
+from daemon_workload import valid_changes
 
 from ivm_layer.errors import IVMError
 from ivm_layer.pipeline.cli import build_parser, config_from_args
@@ -43,22 +44,7 @@ def _row(rnd: random.Random, table: str) -> tuple:
 
 def _stream(seed: int, steps: int = 12):
     """Batches of inserts/deletes (with duplicates and NULLs), always valid."""
-    rnd = random.Random(seed)
-    have: dict[str, Counter] = {t: Counter() for t in SCHEMA}
-    for _ in range(steps):
-        items = []
-        for _ in range(rnd.randint(1, 12)):
-            t = rnd.choice("rst")
-            if have[t] and rnd.random() < 0.35:
-                row = rnd.choice(sorted(have[t], key=repr))
-                have[t][row] -= 1
-                have[t] = +have[t]
-                items.append((t, row, -1))
-            else:
-                row = _row(rnd, t)
-                have[t][row] += 1
-                items.append((t, row, 1))
-        yield items
+    yield from valid_changes(random.Random(seed), steps, "rst", _row, 12)
 
 
 def _rows(st: EngineState, name: str) -> Counter:

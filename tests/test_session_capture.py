@@ -386,3 +386,29 @@ def test_statements_that_scan_a_served_view_twice(sql):
     view = "SELECT r.a, r.b, kr.b AS kb FROM r LEFT JOIN kr ON r.a = kr.a"
     assert bag(s.execute("SELECT * FROM w").fetchall()) == bag(s.execute(view).fetchall())
     assert s.execute("SELECT count(*) FROM r WHERE b = 100").fetchone()[0] == (2 if "100" in sql else 0)
+
+
+def test_bulk_results_read_column_wise_keep_values_and_fingerprint(tmp_path):
+    """INSERT … SELECT, COPY and TRUNCATE of a table whose types are read column by column
+    (NULLs, NaN, float32, unsigned, booleans) give the view the values fetchall() would."""
+    s = connect()
+    s.execute("CREATE TABLE cw (b BOOLEAN, t TINYINT, u UBIGINT, f FLOAT, d DOUBLE, v VARCHAR)")
+    s.execute("CREATE INCREMENTAL VIEW vcw AS SELECT * FROM cw WHERE t IS NULL OR t >= 0")
+    cap = s._catalog.captures["cw"]
+    assert cap.columnwise
+    s.execute("INSERT INTO cw SELECT i % 2 = 0, CASE WHEN i % 5 = 0 THEN NULL ELSE i % 100 END, "
+              "18446744073709551615 - i, i / 3, CASE WHEN i % 7 = 0 THEN 'nan'::DOUBLE ELSE i / 7 END, "
+              "CASE WHEN i % 3 = 0 THEN NULL ELSE 'v' || i END FROM range(3000) r(i)")
+    csv = tmp_path / "cw.csv"
+    csv.write_text("true,1,5,0.1,0.25,x\n,,,,,\n")
+    s.execute(f"COPY cw FROM '{csv}'")
+
+    def same():
+        got = sorted(map(repr, s.execute("SELECT * FROM vcw").fetchall()))
+        want = sorted(map(repr, s.connection.execute(
+            "SELECT * FROM cw WHERE t IS NULL OR t >= 0").fetchall()))
+        return got == want and len(got) > 0
+
+    assert same() and not cap.changed(s.connection)
+    s.execute("TRUNCATE cw")
+    assert s.execute("SELECT count(*) FROM vcw").fetchone()[0] == 0 and not cap.changed(s.connection)

@@ -35,8 +35,9 @@ class DuckWriter:
         conn = self.conn
         desc, rows, deleted, inserted = None, [], [], []
         if kind == "insert" and "upsert" not in r.flags:
+            few = "values" in r.flags
             desc, rows, inserted = cap.run_returning(conn, r.text, params, user_returning, 1,
-                                                     hashed="values" not in r.flags)
+                                                     hashed=not few, many=not few)
             n = len(inserted)
         elif kind == "insert" and (got := cap.upsert(conn, r.text, params, user_returning)) is not None:
             desc, rows, deleted, inserted = got
