@@ -94,16 +94,11 @@ class DuckWriter:
             return None
         old, new = got
         changes = [(row, -1) for row in old] + [(row, 1) for row in new]
-        prepared = [(vs, vs.view.prepare({r.target: changes})) for vs in readers] if changes else []
+        prepared, _ = self.prepare({r.target: changes} if changes else {})   # no static readers
         n = cap.run_update(self.conn, r.text, params, old, new)
         if n != len(old):          # a write raced the statement: the caller diffs the table
             return self._result(None, [], n), False
-        for vs, p in prepared:
-            change = vs.view.commit(p, want_change=bool(vs.subscribers))
-            if change and vs.subscribers:
-                acc = self.pending.setdefault(vs, {})
-                for row, k in change:
-                    acc[row] = acc.get(row, 0) + k
+        self.commit(prepared, [], [])        # nothing to undo: DuckDB committed the UPDATE
         cap.settle(self.conn, duck_settle_at)
         return self._result(None, [], n), True
 
@@ -146,8 +141,12 @@ class DuckWriter:
 
     def apply(self, changes: dict[str, list[tuple[tuple, int]]], undo: list) -> None:
         """Apply captured changes to every view reading them: prepare all (any error: nothing
-        changed), then commit all, write materialized view tables, collect subscribers'
-        changes. Views that treat a changed table as static are rebuilt instead."""
+        changed), then commit all (:meth:`commit`)."""
+        self.commit(*self.prepare(changes), undo)
+
+    def prepare(self, changes: dict[str, list[tuple[tuple, int]]]) -> tuple[list, list]:
+        """Phase one for every view reading ``changes``: ``(prepared, to rebuild)``; views that
+        treat a changed table as static are rebuilt instead. Raises before anything changed."""
         prepared = []
         rebuild = []
         for vs in self.views.views.values():
@@ -160,6 +159,11 @@ class DuckWriter:
                 rebuild.append(vs)
             else:
                 prepared.append((vs, batch, vs.view.prepare(batch)))
+        return prepared, rebuild
+
+    def commit(self, prepared: list, rebuild: list, undo: list) -> None:
+        """Phase two (cannot fail): rebuild, commit every prepared view, write materialized
+        view tables, collect subscribers' changes; every step goes into ``undo``."""
         for vs in rebuild:
             self.views.rebuild(vs, undo)
         for vs, batch, p in prepared:
