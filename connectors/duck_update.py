@@ -122,6 +122,19 @@ SPECIAL_FORMS = frozenset({"coalesce", "extract", "row", "position", "substring"
 _NEEDS_RETURNING = re.compile(r"\b(select|default|over|filter)\b", re.IGNORECASE)
 
 
+def call_names(text: str) -> set[str]:
+    """The names ``text`` writes before a parenthesis, lower-cased, keywords (``IN (…)``) left
+    out: the functions it may call (and names like ``t (cols)``, which only cost a lookup)."""
+    return {m.group(1).lower() for m in CALL.finditer(text)} - _NOT_CALLS
+
+
+def calls_only(text: str, stable: frozenset[str]) -> bool:
+    """Whether every call in ``text`` is of a function in ``stable``; anything else —
+    ``random()``, ``nextval()``, a user's macro, a name not known when ``stable`` was read —
+    may differ between two statements."""
+    return not call_names(text) - stable
+
+
 def split_top(text: str, sep: str = ",") -> list[str]:
     """``text`` cut at ``sep`` outside parentheses, quotes and comments."""
     out, depth, i, start, n = [], 0, 0, 0, len(text)
@@ -160,10 +173,8 @@ def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
     set_text = text[pos["SET"][1]:pos["WHERE"][0] if "WHERE" in pos else len(text)]
     if _NEEDS_RETURNING.search(set_text):
         return None
-    for m in CALL.finditer(text, pos["SET"][1]):     # SET and WHERE
-        name = m.group(1).lower()
-        if name not in _NOT_CALLS and name not in stable:
-            return None
+    if not calls_only(text[pos["SET"][1]:], stable):     # SET and WHERE
+        return None
     got = _target(text[pos["UPDATE"][1]:pos["SET"][0]])
     if got is None:
         return None

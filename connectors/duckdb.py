@@ -34,8 +34,8 @@ from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
 from .duck_update import (
-    CALL,
     SPECIAL_FORMS,
+    call_names,
     param_subset,
     quote,
     update_preimage,
@@ -140,7 +140,6 @@ class TableCapture:
         #: the table's one key (see :func:`unique_key`): upserts read the rows they may replace
         self.key = [k.lower() for k in key] if key and types is not None else None
         self._stable: frozenset[str] | None = None
-        self._volatile: frozenset[str] | None = None
         self.width = len(self.columns)
         self.qtable = f"main.{quote(table)}"
         cols = ", ".join(quote(c) for c in self.columns)
@@ -344,11 +343,13 @@ class TableCapture:
         """Whether ``text`` calls a function that may give another result each time it runs
         (``random()``, ``nextval()``, a user's macro or function): a pre-image read by a
         separate statement could then differ from what the statement changes."""
-        if self._volatile is None:
-            self._volatile = frozenset(n.lower() for (n,) in conn.execute(
-                "SELECT DISTINCT function_name FROM duckdb_functions() "
-                "WHERE stability = 'VOLATILE' OR NOT internal").fetchall())
-        return any(m.group(1).lower() in self._volatile for m in CALL.finditer(text))
+        unknown = call_names(text) - self._stable_functions(conn)
+        if not unknown:
+            return False
+        # asked now, not cached: a macro may have been created since the stable set was read
+        return conn.execute("SELECT count(*) FROM duckdb_functions() WHERE lower(function_name) IN "
+                            "(SELECT unnest(?::VARCHAR[])) AND (stability = 'VOLATILE' OR NOT internal)",
+                            [sorted(unknown)]).fetchall()[0][0] > 0
 
     def _stable_functions(self, conn) -> frozenset[str]:
         """Scalar functions whose result is fixed within a transaction (read once)."""

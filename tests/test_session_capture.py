@@ -412,3 +412,18 @@ def test_bulk_results_read_column_wise_keep_values_and_fingerprint(tmp_path):
     assert same() and not cap.changed(s.connection)
     s.execute("TRUNCATE cw")
     assert s.execute("SELECT count(*) FROM vcw").fetchone()[0] == 0 and not cap.changed(s.connection)
+
+
+def test_a_volatile_macro_created_later_is_still_seen():
+    """The set of stable functions is read once; a macro created after it is not in it, and
+    whether it is volatile is asked when a statement calls it: the UPDATE is diffed."""
+    s = make_session()
+    s.execute("UPDATE r SET b = b + 1 WHERE a = 1")            # reads the stable set
+    s.connection.execute("CREATE MACRO coin() AS random() < 0.5")
+    cap = s._catalog.captures["r"]
+    assert cap.update_rows(s.connection, "UPDATE r SET b = 0 WHERE coin()", None) is None
+    assert cap.volatile(s.connection, "UPDATE r SET b = 0 WHERE coin()")
+    assert not cap.volatile(s.connection, "UPDATE r SET b = abs(b) WHERE a IN (1, 2)")
+    for _ in range(5):
+        s.execute("UPDATE r SET b = coalesce(b, 0) + 1 WHERE coin()")
+        check(s, "UPDATE … WHERE coin()")
