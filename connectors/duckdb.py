@@ -195,11 +195,12 @@ class TableCapture:
         row by row."""
         if not self.columnwise:
             return self.note(res.fetchall(), sign, True)
-        cols = [a.tolist() for a in res.fetchnumpy().values()]
-        rows = list(zip(*cols[:-1]))
+        arrays = list(res.fetchnumpy().values())
+        rows = list(zip(*[a.tolist() for a in arrays[:-1]]))
         if self._known and rows:
             self._n += sign * len(rows)
-            self._s = (self._s + sign * sum(cols[-1])) % _WRAP
+            # numpy sums the UBIGINT hashes modulo 2**64, as the fingerprint wants
+            self._s = (self._s + sign * int(arrays[-1].sum(dtype="uint64"))) % _WRAP
         return rows
 
     def note(self, rows: Sequence[tuple], sign: int, hashed: bool) -> list[tuple]:

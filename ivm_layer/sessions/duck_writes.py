@@ -9,6 +9,8 @@ applied batch goes into the caller's undo log, which :meth:`DuckWriter.undo` rev
 
 from __future__ import annotations
 
+from itertools import repeat
+
 from connectors import duckdb as duck
 from connectors.duckdb import SETTLE_AT as duck_settle_at
 
@@ -71,7 +73,7 @@ class DuckWriter:
         else:
             return self._write_unseen(r, params, undo)
         cap.settle(conn, duck_settle_at)
-        changes = [(row, -1) for row in deleted] + [(row, 1) for row in inserted]
+        changes = list(zip(deleted, repeat(-1))) + list(zip(inserted, repeat(1)))
         if changes:
             self.apply({r.target: changes}, undo)
         return self._result(desc, rows, n)
