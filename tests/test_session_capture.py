@@ -427,3 +427,17 @@ def test_a_volatile_macro_created_later_is_still_seen():
     for _ in range(5):
         s.execute("UPDATE r SET b = coalesce(b, 0) + 1 WHERE coin()")
         check(s, "UPDATE … WHERE coin()")
+
+
+def test_autocommit_delete_of_rows_the_views_never_saw():
+    """A DELETE outside a transaction runs alone and the views follow it; when it deletes a row
+    written around the session (the views do not hold it), the table is diffed instead of the
+    views failing, and every view equals DuckDB."""
+    s = make_session()
+    s.connection.execute("INSERT INTO s VALUES (9, 9), (2, 7)")          # unseen by the session
+    s.execute("DELETE FROM s WHERE b = 9")
+    check(s, "DELETE of an unseen row")
+    assert not s._catalog.captures["s"].changed(s.connection)
+    cur = s.execute("DELETE FROM s WHERE b = 2 RETURNING d")
+    assert sorted(cur.fetchall()) == [(5,), (5,), (7,)]
+    check(s, "DELETE … RETURNING")

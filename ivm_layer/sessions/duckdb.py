@@ -209,7 +209,7 @@ class Session(SessionBase):
                 if r.target in self._catalog.captures:
                     if self._in_txn:
                         return self._writer.write(r, params, self._txn_undo)
-                    if kind == "update" and (done := self._writer.update_autocommit(r, params)):
+                    if kind in ("update", "delete") and (done := self._writer.write_autocommit(r, params)):
                         cur, seen = done
                         if not seen:
                             self._autocommit(self._writer.capture_unseen)
