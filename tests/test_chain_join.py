@@ -11,8 +11,8 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from querygen import Pred, Query, gen_stream, render_sql
-from test_differential import run_stream
+from querygen import Pred, Query, render_sql
+from test_differential import run_random_queries
 
 import ivm_layer
 from ivm_layer.engine import pairaxis
@@ -48,20 +48,10 @@ def _query(rng: random.Random) -> Query:
 
 
 def test_chain_matches_duckdb(monkeypatch):
-    chains = cases = 0
-    for seed in range(30):
-        # tiny chunks for half the cases: the axis splits and drops chunks inside the engine too
-        monkeypatch.setattr(pairaxis, "CHUNK", 2 if seed % 2 else 128)
-        rng = random.Random(31_000 + seed)
-        q = _query(rng)
-        try:
-            view = ivm_layer.compile_view(q.sql, q.schema, dialect="duckdb")
-        except ivm_layer.IVMError:
-            continue
-        cases += 1
-        chains += view._trep.chain is not None
-        stream = gen_stream(rng, q.schema, q.used_tables(), n_steps=70, max_rows=9)
-        run_stream(view, q, stream, seed=seed, iter_every=9)
+    # tiny chunks for half the cases: the axis splits and drops chunks inside the engine too
+    cases, chains = run_random_queries(
+        _query, range(31_000, 31_030), n_steps=70, iter_every=9, uses=lambda v: v._trep.chain is not None,
+        before=lambda seed: monkeypatch.setattr(pairaxis, "CHUNK", 2 if seed % 2 else 128))
     assert cases >= 25
     assert chains >= 12, f"only {chains} of {cases} queries used the derived chain"
 

@@ -15,6 +15,7 @@ Knobs: IVM_DIFF_CHUNKS (10), IVM_DIFF_PER_CHUNK (30 accepted queries),
 from __future__ import annotations
 
 import os
+import random
 import sys
 import traceback
 from collections import Counter
@@ -30,7 +31,7 @@ from oracle import (  # noqa: E402
     dict_diff,
     sorted_items,
 )
-from querygen import Op, Pred, Query, gen_case, render_sql, row_key  # noqa: E402
+from querygen import Op, Pred, Query, gen_case, gen_stream, render_sql, row_key  # noqa: E402
 
 IMPL = os.environ.get("IVM_DIFF_IMPL", "engine")
 N_CHUNKS = int(os.environ.get("IVM_DIFF_CHUNKS", "10"))
@@ -226,6 +227,30 @@ def try_compile(q: Query, impl: _Impl):
             f"compile_view raised {type(e).__name__} (not IVMError) for\n  sql: {q.sql}\n"
             f"  schema: {q.schema!r}\n{traceback.format_exc()}"
         ) from e
+
+
+def run_random_queries(make_query, seeds, n_steps: int, iter_every: int, uses, before=None) -> tuple[int, int]:
+    """For each ``seed`` (an int; its rng is ``random.Random(seed)``): ``make_query(rng)``
+    compiled (queries the engine refuses are skipped), then a random stream of ``n_steps``
+    updates checked against DuckDB after every step (:func:`run_stream`). ``before(seed)`` runs
+    first. Returns ``(queries run, how many of them satisfied uses(view))``."""
+    import ivm_layer
+
+    cases = used = 0
+    for seed in seeds:
+        if before is not None:
+            before(seed)
+        rng = random.Random(seed)
+        q = make_query(rng)
+        try:
+            view = ivm_layer.compile_view(q.sql, q.schema, dialect="duckdb")
+        except ivm_layer.IVMError:
+            continue
+        cases += 1
+        used += bool(uses(view))
+        stream = gen_stream(rng, q.schema, q.used_tables(), n_steps=n_steps, max_rows=9)
+        run_stream(view, q, stream, seed=seed, iter_every=iter_every)
+    return cases, used
 
 
 def run_stream(view, q: Query, stream, seed=None, iter_every=23):

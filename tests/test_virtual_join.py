@@ -12,7 +12,7 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ivm_layer  # noqa: E402
 from querygen import Pred, Query, gen_stream, render_sql  # noqa: E402
-from test_differential import run_stream  # noqa: E402
+from test_differential import run_random_queries, run_stream  # noqa: E402
 
 SCHEMA = {"r": ["r_a", "r_b", "r_c"], "s": ["s_a", "s_b"], "t": ["t_a", "t_b"]}
 
@@ -47,19 +47,8 @@ def _query(rng: random.Random) -> Query:
 
 
 def test_virtual_top_join_matches_duckdb():
-    virtual = 0
-    cases = 0
-    for seed in range(36):
-        rng = random.Random(13_000 + seed)
-        q = _query(rng)
-        try:
-            view = ivm_layer.compile_view(q.sql, q.schema, dialect="duckdb")
-        except ivm_layer.IVMError:
-            continue
-        cases += 1
-        virtual += view._trep.virtual is not None
-        stream = gen_stream(rng, q.schema, q.used_tables(), n_steps=90, max_rows=9)
-        run_stream(view, q, stream, seed=seed, iter_every=11)
+    cases, virtual = run_random_queries(_query, range(13_000, 13_036), n_steps=90, iter_every=11,
+                                        uses=lambda v: v._trep.virtual is not None)
     assert cases >= 30
     assert virtual >= 20, f"only {virtual} of {cases} queries used the derived top join"
 
