@@ -331,29 +331,10 @@ class OrderedGroup:
         Lazy per chunk (at most 2·B values are sliced at a time) and iterated at C speed:
         this is what enumeration loops over.
         """
-        chunks = self._chunks
-        if not chunks:
+        span = self._span(lo, lo_incl, hi, hi_incl)
+        if span is None:
             return ()
-        maxes = self._maxes
-        if lo is None:
-            ci, pos = 0, 0
-        else:
-            ci = bisect_left(maxes, lo) if lo_incl else bisect_right(maxes, lo)
-            if ci == len(chunks):
-                return ()
-            c = chunks[ci]
-            pos = bisect_left(c, lo) if lo_incl else bisect_right(c, lo)
-        if hi is None:
-            cj, end = len(chunks) - 1, len(chunks[-1])
-        else:
-            cj = bisect_right(maxes, hi) if hi_incl else bisect_left(maxes, hi)
-            if cj == len(chunks):
-                cj, end = len(chunks) - 1, len(chunks[-1])
-            else:
-                c = chunks[cj]
-                end = bisect_right(c, hi) if hi_incl else bisect_left(c, hi)
-        if cj < ci or (cj == ci and end <= pos):
-            return ()
+        ci, pos, cj, end = span
         bchunks = self._bchunks
         if ci == cj:
             return bchunks[ci][pos:end]
