@@ -36,7 +36,7 @@ from .exact import EXACT, numeric_avg
 from .leaves import value_kind
 from .scalar import SCALAR_TAGS, compile_scalar
 from .values import canonical
-from .view import Prepared, View, chunked_rows as _chunks
+from .view import Prepared, View, chunked_rows as _chunks, subscribe_to
 
 Change = list[tuple[tuple, int]]
 
@@ -580,13 +580,7 @@ class AggregateView:
         return self._apply(batch)
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        return subscribe_to(self._subscribers, callback)
 
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""

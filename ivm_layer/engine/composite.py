@@ -12,7 +12,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
 from ..errors import IVMError, UpdateError
-from .view import Change, base_rows_of
+from .view import Change, base_rows_of, subscribe_to
 
 
 class CompositeView:
@@ -87,10 +87,4 @@ class CompositeView:
         return self.commit(self.prepare(batch), want_change=True)
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        return subscribe_to(self._subscribers, callback)

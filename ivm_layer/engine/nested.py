@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, base_rows_of
+from .view import Change, Prepared, base_rows_of, combined_stats
 
 
 class NestedView(CompositeView):
@@ -56,11 +56,7 @@ class NestedView(CompositeView):
         return "\n".join(lines)
 
     def stats(self) -> dict[str, int]:
-        out = dict(self.outer.stats())
-        for _, v in self.nested:
-            for k, n in v.stats().items():
-                out[k] = out.get(k, 0) + n
-        return out
+        return combined_stats([self.outer] + [v for _, v in self.nested])
 
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""

@@ -20,7 +20,7 @@ from ..errors import ConcurrentModificationError, UpdateError
 from ..query import ProjectionSpec
 from .scalar import compile_condition, compile_scalar
 from .composite import CompositeView
-from .view import Change, Prepared, View
+from .view import Change, Prepared, View, combined_stats
 
 
 class ProjectView(CompositeView):
@@ -69,10 +69,7 @@ class ProjectView(CompositeView):
         return "\n".join(lines)
 
     def stats(self) -> dict[str, int]:
-        out = dict(self.inner.stats())
-        out["materialized_rows"] = out.get("materialized_rows", 0) + len(self._counts)
-        out["stored"] = out.get("stored", 0) + len(self._counts)
-        return out
+        return combined_stats([self.inner], len(self._counts))
 
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared
+from .view import Change, Prepared, combined_stats
 
 
 class SemiJoinView(CompositeView):
@@ -65,14 +65,8 @@ class SemiJoinView(CompositeView):
         return "\n".join(lines)
 
     def stats(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for b in self.branches:
-            for k, v in b.stats().items():
-                out[k] = out.get(k, 0) + v
-        extra = len(self._right) + sum(len(v) for v in self._left.values()) + len(self._counts)
-        out["materialized_rows"] = out.get("materialized_rows", 0) + extra
-        out["stored"] = out.get("stored", 0) + extra
-        return out
+        return combined_stats(self.branches, len(self._right) + sum(len(v) for v in self._left.values())
+                              + len(self._counts))
 
 
     def __repr__(self) -> str:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared
+from .view import Change, Prepared, combined_stats
 
 _MULT: dict[tuple[str, bool], Callable[[int, int], int]] = {
     ("union", True): lambda a, b: a + b,
@@ -66,13 +66,7 @@ class SetOpView(CompositeView):
         return "\n".join(lines)
 
     def stats(self) -> dict[str, int]:
-        out: dict[str, int] = {}
-        for b in self.branches:
-            for k, v in b.stats().items():
-                out[k] = out.get(k, 0) + v
-        out["materialized_rows"] = out.get("materialized_rows", 0) + len(self._counts)
-        out["stored"] = out.get("stored", 0) + len(self._counts)
-        return out
+        return combined_stats(self.branches, len(self._counts))
 
 
     def __repr__(self) -> str:

@@ -264,13 +264,7 @@ class View:
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
         """Call ``callback(change)`` after every update that changes the view. Returns an
         unsubscribe function."""
-        self._subscribers.append(callback)
-
-        def unsubscribe() -> None:
-            if callback in self._subscribers:
-                self._subscribers.remove(callback)
-
-        return unsubscribe
+        return subscribe_to(self._subscribers, callback)
 
     # -- internals ----------------------------------------------------------------------
     def _drop_stores(self, kept_elsewhere: Mapping[str, dict]) -> None:
@@ -484,6 +478,30 @@ def _set_change(counts: dict[tuple, int], change: list[tuple[tuple, int]]) -> li
             out.append((row, 1))
         elif before > 0 and after == 0:
             out.append((row, -1))
+    return out
+
+
+def subscribe_to(subscribers: list, callback: Callable[[Change], Any]) -> Callable[[], None]:
+    """Add ``callback`` to a view's ``subscribers``; returns the function that removes it."""
+    subscribers.append(callback)
+
+    def unsubscribe() -> None:
+        if callback in subscribers:
+            subscribers.remove(callback)
+
+    return unsubscribe
+
+
+def combined_stats(parts: Iterable[Any], own: int | None = None) -> dict[str, int]:
+    """The :meth:`View.stats` of a view made of ``parts``: theirs summed, plus ``own`` rows it
+    materializes itself (counted in ``materialized_rows`` and ``stored``)."""
+    out: dict[str, int] = {}
+    for part in parts:
+        for k, v in part.stats().items():
+            out[k] = out.get(k, 0) + v
+    if own is not None:
+        out["materialized_rows"] = out.get("materialized_rows", 0) + own
+        out["stored"] = out.get("stored", 0) + own
     return out
 
 
