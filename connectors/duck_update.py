@@ -21,7 +21,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from .sqltext import skip_literal
+from .sqltext import skip_literal, unquote
 
 
 def quote(name: str) -> str:
@@ -153,10 +153,6 @@ def split_top(text: str, sep: str = ",") -> list[str]:
     return out
 
 
-def _ident(name: str) -> str:
-    return (name[1:-1].replace('""', '"') if name.startswith('"') else name).lower()
-
-
 def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
                        stable: frozenset[str]) -> tuple[str, list[int]] | None:
     """For ``UPDATE t [[AS] a] SET c = e, … [WHERE …]`` with ``?`` or no parameters: a
@@ -183,9 +179,9 @@ def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
     new: dict[int, str] = {}
     for part in split_top(set_text):
         a = _ASSIGN.match(part)
-        if a is None or _ident(a.group("col")) not in lower:
+        if a is None or unquote(a.group("col")) not in lower:
             return None
-        i = lower.index(_ident(a.group("col")))
+        i = lower.index(unquote(a.group("col")))
         if i in new or not part[a.end():].strip():
             return None
         new[i] = part[a.end():].strip()

@@ -16,6 +16,7 @@ import re
 from collections.abc import Sequence
 
 from .duck_update import count_marks, quote, top_level
+from .sqltext import unquote
 
 _HEAD = re.compile(r'\s*INSERT\s+(?:OR\s+REPLACE\s+)?INTO\s+(?:(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*\.\s*)*'
                    r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*', re.IGNORECASE)
@@ -31,8 +32,7 @@ def _names(column_list: str) -> list[str] | None:
         m = _IDENT.match(part)
         if m is None:
             return None
-        name = m.group(1)
-        out.append((name[1:-1].replace('""', '"') if name.startswith('"') else name).lower())
+        out.append(unquote(m.group(1)))
     return out
 
 

@@ -32,3 +32,10 @@ def skip_literal(text: str, i: int) -> int | None:
             j = text.find(m.group(0), m.end())
             return n if j == -1 else j + len(m.group(0))
     return None
+
+
+def unquote(ident: str) -> str:
+    """An identifier as DuckDB/PostgreSQL resolve it: a quoted one unquoted, lower-cased."""
+    if ident.startswith('"'):
+        return ident[1:-1].replace('""', '"').lower()
+    return ident.lower()

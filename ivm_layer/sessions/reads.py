@@ -24,6 +24,7 @@ from collections.abc import Iterable, Iterator
 from itertools import islice
 
 from connectors.duckdb import quote
+from connectors.sqltext import unquote
 
 BATCH_ROWS = 2048
 
@@ -167,4 +168,4 @@ def count_target(text: str) -> str | None:
     if not m:
         return None
     name = m.group(1)
-    return name[1:-1].replace('""', '"').lower() if name.startswith('"') else name.lower()
+    return unquote(name)

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from connectors.sqltext import skip_literal
+from connectors.sqltext import skip_literal, unquote
 
 _SKIP = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
@@ -65,13 +65,6 @@ class Route:
     flags: frozenset[str] = frozenset()
     columns: str | None = None          # COPY name (cols) FROM: the "(cols)" text
     target_span: tuple[int, int] | None = None
-
-
-def unquote(ident: str) -> str:
-    """An identifier as DuckDB/PostgreSQL resolve it, lower-cased (the session's key)."""
-    if ident.startswith('"'):
-        return ident[1:-1].replace('""', '"').lower()
-    return ident.lower()
 
 
 def _values_follow(text: str, pos: int) -> bool:
