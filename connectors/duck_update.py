@@ -116,7 +116,11 @@ _ASSIGN = re.compile(r'\s*(?:[A-Za-z_][A-Za-z0-9_$]*\.)?(?P<col>"(?:[^"]|"")+"|[
 CALL = re.compile(r'([A-Za-z_][A-Za-z0-9_$]*)\s*\(')
 #: words that may stand before a parenthesis in an expression without being a function call
 _NOT_CALLS = frozenset({"in", "and", "or", "not", "cast", "try_cast", "is", "then", "else", "when",
-                        "case", "like", "ilike", "between", "as", "distinct", "from", "end"})
+                        "case", "like", "ilike", "between", "as", "distinct", "from", "end",
+                        "values", "conflict", "exists"})
+#: ``INSERT … INTO t (a, b)``: the target's column list, not a call
+_INTO_COLUMNS = re.compile(r'\binto\s+(?:[A-Za-z_][A-Za-z0-9_$]*\.)?([A-Za-z_][A-Za-z0-9_$]*)\s*\(',
+                           re.IGNORECASE)
 #: SQL forms written like calls that duckdb_functions() does not list
 SPECIAL_FORMS = frozenset({"coalesce", "extract", "row", "position", "substring", "trim"})
 _NEEDS_RETURNING = re.compile(r"\b(select|default|over|filter)\b", re.IGNORECASE)
@@ -124,8 +128,9 @@ _NEEDS_RETURNING = re.compile(r"\b(select|default|over|filter)\b", re.IGNORECASE
 
 def call_names(text: str) -> set[str]:
     """The names ``text`` writes before a parenthesis, lower-cased, keywords (``IN (…)``) left
-    out: the functions it may call (and names like ``t (cols)``, which only cost a lookup)."""
-    return {m.group(1).lower() for m in CALL.finditer(text)} - _NOT_CALLS
+    out, and an INSERT's ``INTO t (cols)`` too: the functions it may call."""
+    targets = {m.end() for m in _INTO_COLUMNS.finditer(text)}
+    return {m.group(1).lower() for m in CALL.finditer(text) if m.end() not in targets} - _NOT_CALLS
 
 
 def calls_only(text: str, stable: frozenset[str]) -> bool:
