@@ -98,6 +98,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=42, help="seed of every stream (default 42)")
     p.add_argument("--batch", type=int, default=100,
                    help="DuckDB recomputes the view after every B updates (default 100)")
+    p.add_argument("--engine-batch", type=int, default=None,
+                   help="ivm-pull applies the updates in batches of this many (one view.apply each); "
+                        "1 = one update at a time (view.insert / view.delete); default: --batch")
     p.add_argument("--duckdb-threads", type=int, default=1,
                    help="DuckDB worker threads (default 1: the engine is single-threaded too; "
                         "0 = DuckDB's default)")
@@ -201,7 +204,10 @@ def main(argv: list[str] | None = None) -> int:
 
     preset = QUICK if args.quick else FULL
     budget = args.budget if args.budget is not None else preset["budget"]
-    cfg = {"batch": args.batch, "duckdb_threads": args.duckdb_threads or None,
+    if args.engine_batch is not None and args.engine_batch < 1:
+        print("ivm bench: --engine-batch needs a positive integer", file=sys.stderr)
+        return 2
+    cfg = {"batch": args.batch, "engine_batch": args.engine_batch or args.batch, "duckdb_threads": args.duckdb_threads or None,
            "enum_cap": args.enum_cap or preset["enum_cap"],
            "fingerprint_cap": preset["fingerprint_cap"],
            "naive_max_rows": args.naive_max_rows or preset["naive_max_rows"]}
@@ -225,7 +231,7 @@ def main(argv: list[str] | None = None) -> int:
         """One JSON document per run: the record with the machine, the configuration and the SQL."""
         name = f"{rec['workload']}__{rec['n_requested']}__{rec['system']}.json"
         with open(os.path.join(out, "runs", name), "w") as f:
-            json.dump({"machine": machine, "config": {k: config[k] for k in ("seed", "budget_s", "batch", "quick")},
+            json.dump({"machine": machine, "config": {k: config[k] for k in ("seed", "budget_s", "batch", "engine_batch", "quick")},
                        "sql": sql[rec["workload"]], **rec}, f, indent=2, default=str)
 
     t_start = time.perf_counter()

@@ -1,9 +1,9 @@
 """The systems of the benchmark, each a function ``run(workload, stream, cfg, probe) -> record``.
 
 * ``ivm-pull``: the engine maintains its T-representation, one ``view.apply`` per batch of B
-  updates (the ``--batch`` that DuckDB recomputes after; B = 1: ``view.insert`` /
-  ``view.delete`` per update); the result is enumerated once at the end (enumeration
-  benchmark included).
+  updates (``--engine-batch``, by default the ``--batch`` that DuckDB recomputes after; B = 1:
+  ``view.insert`` / ``view.delete`` per update); the result is enumerated once at the end
+  (enumeration benchmark included).
 * ``ivm-push``: the engine produces the view's change after every update (``view.diff``),
   which the benchmark consumes (counts) — delta enumeration, 000 §7 push mode.
 * ``duckdb``: recomputation — the updates go to DuckDB tables and the view is recomputed
@@ -179,7 +179,7 @@ def _compile(w: Workload, rec: dict):
 
 
 def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe) -> dict:
-    B = cfg.get("batch") or 1
+    B = cfg.get("engine_batch") or cfg.get("batch") or 1
     rec: dict = {"status": "ok", "batch": B,
                  "mode": (f"pull: maintain in batches of {B} updates (view.apply, the granularity DuckDB "
                           "recomputes at), enumerate at the end") if B > 1 else

@@ -204,6 +204,9 @@ def test_readme_section_compares_the_engine_with_duckdb():
         rec("Q5", "duckdb", "timeout", updates=400, partial_us_per_update=5000.0)]})
     assert "| Q1 | 1,000 | 10.0 | 250.0 | ×25.0 |" in lines
     assert any(ln.startswith("| Q5 |") and "≥ ×50.0" in ln and "timeout after 400 updates" in ln for ln in lines)
+    one = report._vs_duckdb({"config": {"batch": 100, "engine_batch": 1}, "results": [
+        rec("Q1", "ivm-pull", "ok", us_per_update=10.0), rec("Q1", "duckdb", "ok", us_per_update=250.0)]})
+    assert one[0].startswith("Engine (ivm-pull) one update at a time") and "every 100 updates" in one[0]
 
 
 def test_pull_mode_in_batches_equals_one_at_a_time():
@@ -211,5 +214,8 @@ def test_pull_mode_in_batches_equals_one_at_a_time():
     stream = w.stream(300)
     a = systems.run("ivm-pull", w, stream, dict(CFG, batch=1))
     b = systems.run("ivm-pull", w, stream, dict(CFG, batch=50))
-    assert a["status"] == b["status"] == "ok" and "batches of 50" in b["mode"]
+    c = systems.run("ivm-pull", w, stream, dict(CFG, batch=50, engine_batch=1))  # --engine-batch 1
+    assert a["status"] == b["status"] == c["status"] == "ok" and "batches of 50" in b["mode"]
+    assert c["batch"] == 1 and "one update at a time" in c["mode"]
+    assert (c["view_size"], c["fingerprint"]) == (a["view_size"], a["fingerprint"])
     assert a["fingerprint"] is not None and (a["view_size"], a["fingerprint"]) == (b["view_size"], b["fingerprint"])
