@@ -53,12 +53,12 @@ from connectors.pgoutput import ValueDecoder
 from ..engine.view import View
 from ..errors import IVMError
 from ..sql.statements import (
-    DropView,
     classify,
 )
 from . import reads
 from .core import Cursor, SessionBase
-from .pg_apply import StreamApplier, describe, view_lag
+from .pg_apply import StreamApplier
+from .pg_drop import drop_statement
 from .pg_state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -74,6 +74,7 @@ from .pg_state import (  # noqa: F401 - re-exported: the public names of Postgre
 from .pg_stream import ReplicationError  # noqa: F401
 from .pg_user import COPY_STDIO, UserConnection, engine_answer
 from .pg_views import CatalogError, ViewCatalog  # noqa: F401
+from .pg_watch import ViewWatch, describe, view_lag
 from .router import route
 
 
@@ -115,6 +116,7 @@ class PostgresSession(SessionBase):
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
                                  reconnect_seconds, self.dialect, self._views)
             self.applier = StreamApplier(self.ctx)
+            self.watch = ViewWatch(self.ctx, self.applier)
             self.catalog = ViewCatalog(self.ctx, self.applier)
             self._names = reads.ViewNames()
             self._shapes: dict[str, object] = {}
@@ -159,7 +161,7 @@ class PostgresSession(SessionBase):
 
     def _sync(self, timeout: float) -> None:
         self._check_open()
-        self.applier.check_sources()
+        self.watch.check_sources()
         if not any(vs.error is None for vs in self._views.values()):
             return
         token = uuid.uuid4().hex
@@ -211,7 +213,7 @@ class PostgresSession(SessionBase):
                 n += self.applier.apply_available(vs, min(left, 0.05) / len(views))
             if n:
                 break
-        self.applier.check_lag()
+        self.watch.check_lag()
         return n
 
     def view(self, name: str) -> View:
@@ -359,36 +361,11 @@ class PostgresSession(SessionBase):
         return cur
 
     def _drop(self, text: str, params) -> Cursor:
-        st = classify(text, self.dialect)
-        if isinstance(st, DropView):
-            ours = [n for n in st.names if n in self._views or n in self.catalog.skipped]
-            if not ours:
-                return self._user.run(text, params)
-            if self._user.in_txn():
-                raise IVMError("DROP VIEW of an incremental view inside an explicit transaction is not supported")
-            try:
-                for n in st.names:
-                    if n in self._views:
-                        self.catalog.drop(n, self._user)
-                    elif n in self.catalog.skipped:
-                        self.catalog.drop_skipped(n)
-                    else:
-                        self._user.run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}",
-                                       None)
-            finally:
-                self._names.set(self._views)
-            return Cursor()
-        if getattr(st, "drop_kind", None) == "TABLE":
-            for t in st.targets or []:
-                readers = sorted(v.name for v in self._views.values() if t in v.tables)
-                if readers:
-                    raise IVMError(f"table {t!r} is read by incremental view(s) {', '.join(readers)}: "
-                                   "drop them before dropping it")
-                if t in self._views and self._views[t].materialized:
-                    raise IVMError(f"{t!r} is the table of incremental materialized view {t!r}: use DROP VIEW {t}")
-        cur = self._user.run(text, params)
-        self._user.wrote()
-        return cur
+        try:
+            return drop_statement(classify(text, self.dialect), text, params, self._views, self.catalog,
+                                  self._user)
+        finally:
+            self._names.set(self._views)
 
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
         with pgconn.driver_errors(self._target):
