@@ -356,6 +356,120 @@ def _avg(total: Any, n: int) -> float | None:
     return float(total) / n
 
 
+def value_checks(spec: AggregateSpec, slots: list[_Slot], atoms) -> tuple[dict, dict]:
+    """The value checks an aggregate view makes before anything changes: per table, the
+    columns that must hold numbers (arithmetic operands, SUM) or mutually comparable values
+    (MIN/MAX/DISTINCT), and the kinds fixed by constants (``HAVING max(x) > 'a'``).
+    Returns ``(checks, value_kinds)``: ``{table: [(position, var, numeric)]}`` and
+    ``{(table, position, numeric): kind}``."""
+    # Value checks done before anything changes: arithmetic operands must be numbers,
+    # MIN/MAX/DISTINCT values of one aggregate must be mutually comparable.
+    numeric: set[str] = set()
+    compared: set[str] = set()
+    for sl in slots:
+        numeric |= _arith_vars(sl.arg)
+        if (sl.kind == "sum" or sl.summed) and sl.arg[0] == "var":
+            numeric.add(sl.arg[1])
+        if sl.kind in ("ordered", "multiset") and sl.arg[0] == "var":
+            compared.add(sl.arg[1])
+    checks: dict[str, list[tuple[int, str, bool]]] = {}
+    for a in atoms:
+        for j, v in enumerate(a.vars):
+            if v in numeric or v in compared:
+                checks.setdefault(a.relation, []).append((j, v, v in numeric))
+    value_kinds: dict[tuple[str, int, bool], str] = {}
+    # Kinds fixed before any row: text in SUM/arithmetic is rejected here, a column compared
+    # with a constant (HAVING max(x) > 'a') must hold values of the constant's kind.
+    need: list[tuple[str, str]] = []
+    for agg in spec.aggregates:
+        _static_kind(("agg", spec.aggregates.index(agg)), spec, need)
+    if spec.having is not None:
+        _static_kind(spec.having, spec, need)
+    for var, kind in need:
+        for a in atoms:
+            for j, v in enumerate(a.vars):
+                if v == var:
+                    checks.setdefault(a.relation, []).append((j, v, False))
+                    value_kinds[(a.relation, j, False)] = kind
+    return checks, value_kinds
+
+
+def aggregate_routes(spec: AggregateSpec, ring_ok: bool, owner, atoms) -> tuple[dict[tuple, _Slot], list[str]]:
+    """The accumulators (slots) the aggregates need and, per aggregate, how it is kept."""
+    slots: dict[tuple, _Slot] = {}
+    routes: list[str] = []
+    for agg in spec.aggregates:
+        if agg.arg is None:
+            routes.append("count of the join (base view)")
+            continue
+        if agg.func in ("min", "max"):
+            slots.setdefault(("ordered", agg.arg), _Slot("ordered", agg.arg, "materialized"))
+            routes.append("materialized: per-group ordered multiset of values")
+            continue
+        if agg.distinct:
+            sl = slots.setdefault(("multiset", agg.arg), _Slot("multiset", agg.arg, "materialized"))
+            sl.summed = sl.summed or agg.func in ("sum", "avg")
+            routes.append("materialized: per-group multiset of distinct values")
+            continue
+        a = owner(agg.arg)
+        route = "ring" if ring_ok and a is not None else "materialized"
+        for kind in ("nonnull",) + (("sum",) if agg.func != "count" else ()):
+            slots.setdefault((kind, agg.arg), _Slot(kind, agg.arg, route))
+        routes.append(f"ring payload on atom {atoms[a].alias}" if route == "ring" else
+                      "materialized: per-group running sums from the join's delta enumeration"
+                      + (" (the expression spans several atoms)" if a is None else
+                         " (the view has a materialized core)"))
+    return slots, routes
+
+
+def ring_weights(ring: list[_Slot], owner: Callable[[Expr], int | None], atoms) -> dict[int, Callable[[tuple], Any]]:
+    """Per atom owning some ring accumulator: the function giving a row's vector payload
+    (its values of the components that atom owns, zeros elsewhere)."""
+    weights: dict[int, Callable[[tuple], Any]] = {}
+    for a in sorted({owner(sl.arg) for sl in ring}):
+        first: dict[str, int] = {}
+        for j, v in enumerate(atoms[a].vars):
+            if v is not None:
+                first.setdefault(v, j)
+        comps = [(j, sl.kind == "sum", compile_expr(sl.arg, first))
+                 for j, sl in enumerate(ring) if owner(sl.arg) == a]
+        weights[a] = _vec_weight(len(ring), comps)
+    return weights
+
+
+def check_values(checks_by_table: dict, known: dict, validated: list[tuple[str, dict[tuple, int]]]) -> dict:
+    """Raise :class:`UpdateError` when a validated batch holds a value the view's aggregates
+    cannot take (:func:`value_checks`); returns the value kinds the batch fixes for the first
+    time (recorded when it commits)."""
+    pending: dict[tuple[str, int, bool], str] = {}
+    for name, changes in validated:
+        checks = checks_by_table.get(name)
+        if not checks:
+            continue
+        for row in changes:
+            for j, var, numeric in checks:
+                v = row[j]
+                if v is None:
+                    continue
+                kind = value_kind(v)
+                if numeric:
+                    if kind != "number" or isinstance(v, bool):
+                        raise UpdateError(f"column value {v!r} of {name!r} is used in arithmetic or SUM/AVG "
+                                          "but is not a number; no change was applied")
+                    if type(v) is int:
+                        continue  # ints mix with either
+                    kind = "float" if isinstance(v, float) else "decimal"
+                # one column's values must be mutually summable (numeric) / comparable
+                col = (name, j, numeric)
+                have = known.get(col) or pending.get(col)
+                if have is None:
+                    pending[col] = kind
+                elif have != kind:
+                    raise UpdateError(f"value {v!r} of {name!r} ({kind}) cannot be aggregated with earlier "
+                                      f"{have} values of the same column; no change was applied")
+    return pending
+
+
 # -- the view ---------------------------------------------------------------------------
 class AggregateView:
     """An incrementally maintained ``GROUP BY`` / aggregate view (same API as :class:`View`)."""
@@ -377,7 +491,7 @@ class AggregateView:
             return None
 
         for ring_ok in (True, False):  # a view with a materialized core takes no ring payloads
-            slots, routes = self._routes(spec, ring_ok, owner, atoms)
+            slots, routes = aggregate_routes(spec, ring_ok, owner, atoms)
             extras = sorted({v for sl in slots.values() if sl.route == "materialized" for v in expr_vars(sl.arg)}
                             - set(spec.group_vars))
             base_gcq = join if not extras else replace(join, output=list(join.output) + extras,
@@ -395,15 +509,7 @@ class AggregateView:
         # T-representation; the atom owning a component puts its value there.
         ring = [sl for sl in self._slots if sl.route == "ring"]
         self._ring_index = [sl.index for sl in ring]
-        weights: dict[int, Callable[[tuple], Any]] = {}
-        for a in sorted({owner(sl.arg) for sl in ring}):
-            first: dict[str, int] = {}
-            for j, v in enumerate(atoms[a].vars):
-                if v is not None:
-                    first.setdefault(v, j)
-            comps = [(j, sl.kind == "sum", compile_expr(sl.arg, first))
-                     for j, sl in enumerate(ring) if owner(sl.arg) == a]
-            weights[a] = _vec_weight(len(ring), comps)
+        weights = ring_weights(ring, owner, atoms)
         # ``plan.gcq`` is the aggregate query (``gcq.aggregate`` tells callers this is a grouped
         # view); the join it maintains is ``self._base.plan``.
         self.plan = replace(base_plan, gcq=gcq)
@@ -412,35 +518,7 @@ class AggregateView:
         # Materialized accumulators read the base view's change rows.
         self._mat: list[tuple[int, str, Callable[[tuple], Any]]] = [
             (sl.index, sl.kind, compile_expr(sl.arg, pos)) for sl in self._slots if sl.route == "materialized"]
-        # Value checks done before anything changes: arithmetic operands must be numbers,
-        # MIN/MAX/DISTINCT values of one aggregate must be mutually comparable.
-        numeric: set[str] = set()
-        compared: set[str] = set()
-        for sl in self._slots:
-            numeric |= _arith_vars(sl.arg)
-            if (sl.kind == "sum" or sl.summed) and sl.arg[0] == "var":
-                numeric.add(sl.arg[1])
-            if sl.kind in ("ordered", "multiset") and sl.arg[0] == "var":
-                compared.add(sl.arg[1])
-        self._checks: dict[str, list[tuple[int, str, bool]]] = {}
-        for a in atoms:
-            for j, v in enumerate(a.vars):
-                if v in numeric or v in compared:
-                    self._checks.setdefault(a.relation, []).append((j, v, v in numeric))
-        self._value_kinds: dict[tuple[str, int, bool], str] = {}
-        # Kinds fixed before any row: text in SUM/arithmetic is rejected here, a column compared
-        # with a constant (HAVING max(x) > 'a') must hold values of the constant's kind.
-        need: list[tuple[str, str]] = []
-        for agg in spec.aggregates:
-            _static_kind(("agg", spec.aggregates.index(agg)), spec, need)
-        if spec.having is not None:
-            _static_kind(spec.having, spec, need)
-        for var, kind in need:
-            for a in atoms:
-                for j, v in enumerate(a.vars):
-                    if v == var:
-                        self._checks.setdefault(a.relation, []).append((j, v, False))
-                        self._value_kinds[(a.relation, j, False)] = kind
+        self._checks, self._value_kinds = value_checks(spec, self._slots, atoms)
         self._readers = [_reader(agg, slots, getattr(spec, "dialect", "duckdb")) for agg in spec.aggregates]
         readers = self._readers
         self._having = (compile_expr(spec.having, {}, aggs=lambda j, gs: readers[j](gs[1]),
@@ -455,34 +533,6 @@ class AggregateView:
         if not spec.grouped:  # a global aggregate has its row even over no input
             self._state[()] = self._new_state()
             self._refresh([()])
-
-    @staticmethod
-    def _routes(spec: AggregateSpec, ring_ok: bool, owner, atoms) -> tuple[dict[tuple, _Slot], list[str]]:
-        """The accumulators (slots) the aggregates need and, per aggregate, how it is kept."""
-        slots: dict[tuple, _Slot] = {}
-        routes: list[str] = []
-        for agg in spec.aggregates:
-            if agg.arg is None:
-                routes.append("count of the join (base view)")
-                continue
-            if agg.func in ("min", "max"):
-                slots.setdefault(("ordered", agg.arg), _Slot("ordered", agg.arg, "materialized"))
-                routes.append("materialized: per-group ordered multiset of values")
-                continue
-            if agg.distinct:
-                sl = slots.setdefault(("multiset", agg.arg), _Slot("multiset", agg.arg, "materialized"))
-                sl.summed = sl.summed or agg.func in ("sum", "avg")
-                routes.append("materialized: per-group multiset of distinct values")
-                continue
-            a = owner(agg.arg)
-            route = "ring" if ring_ok and a is not None else "materialized"
-            for kind in ("nonnull",) + (("sum",) if agg.func != "count" else ()):
-                slots.setdefault((kind, agg.arg), _Slot(kind, agg.arg, route))
-            routes.append(f"ring payload on atom {atoms[a].alias}" if route == "ring" else
-                          "materialized: per-group running sums from the join's delta enumeration"
-                          + (" (the expression spans several atoms)" if a is None else
-                             " (the view has a materialized core)"))
-        return slots, routes
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -598,34 +648,7 @@ class AggregateView:
         return st
 
     def _check_values(self, validated: list[tuple[str, dict[tuple, int]]]) -> dict:
-        pending: dict[tuple[str, int, bool], str] = {}
-        known = self._value_kinds
-        for name, changes in validated:
-            checks = self._checks.get(name)
-            if not checks:
-                continue
-            for row in changes:
-                for j, var, numeric in checks:
-                    v = row[j]
-                    if v is None:
-                        continue
-                    kind = value_kind(v)
-                    if numeric:
-                        if kind != "number" or isinstance(v, bool):
-                            raise UpdateError(f"column value {v!r} of {name!r} is used in arithmetic or SUM/AVG "
-                                              "but is not a number; no change was applied")
-                        if type(v) is int:
-                            continue  # ints mix with either
-                        kind = "float" if isinstance(v, float) else "decimal"
-                    # one column's values must be mutually summable (numeric) / comparable
-                    col = (name, j, numeric)
-                    have = known.get(col) or pending.get(col)
-                    if have is None:
-                        pending[col] = kind
-                    elif have != kind:
-                        raise UpdateError(f"value {v!r} of {name!r} ({kind}) cannot be aggregated with earlier "
-                                          f"{have} values of the same column; no change was applied")
-        return pending
+        return check_values(self._checks, self._value_kinds, validated)
 
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one of a two-phase update (see :meth:`View.prepare`): validate and compute;
