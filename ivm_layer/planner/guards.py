@@ -76,6 +76,11 @@ def _step(n: Node) -> tuple[str, str]:
     if not sibs:
         return O1, ""
     if not p.vars <= n.vars:
+        key = n.vars & sibs[0].vars
+        if key:
+            return ON, (f"{fmt_vars(n.vars)} is not a guard of its parent {fmt_vars(p.vars)}: "
+                        f"each update scans the sibling's matching group, the tuples with equal {fmt_vars(key)} "
+                        f"(O(deg · log n), deg = the largest such group; n when one key holds every tuple)")
         return ON, (f"{fmt_vars(n.vars)} is not a guard of its parent {fmt_vars(p.vars)}: "
                     "each update scans the sibling's matching group")
     worst, why = O1, ""
