@@ -25,6 +25,7 @@ from ..planner import Plan
 from ..planner.gjt import Node
 from ..query import Predicate
 from .chain import Chain
+from .keyedchain import KeyedChain
 from .pairaxis import CHUNK as PAIR_CHUNK
 from .index import Index
 from .enumgen import gen_enum
@@ -44,7 +45,8 @@ class RNode:
     __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
-                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds")
+                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds", "kchain",
+                 "weight")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -82,6 +84,11 @@ class RNode:
         # then its full-enumeration range (``p_bounds`` cut to the d's with a partner).
         self.chain: Chain | None = None
         self.e_bounds = None
+        # A keyed chain with a derived frontier (engine/keyedchain.py): on its frontier node
+        # and on the derived top join, its ``KeyedChain``; ``weight`` (on the top of the
+        # frontier's fused chain) multiplies the ρ_S read from P_n by the R partners' count.
+        self.kchain: KeyedChain | None = None
+        self.weight = None
 
 
 def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
@@ -131,10 +138,17 @@ class TRep:
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
         self.virtual = self._find_virtual()
         self.chain = self._find_chain()
+        self.kchain = self._find_keyed_chain() if self.chain is None else None
         for r in self.nodes.values():
             self._wire(r)
         if self.virtual is not None:
             self.virtual.finish()
+        if self.kchain is not None:
+            kc = self.kchain
+            kc.finish(self._index(kc.mr, [], None, None, kc.gs.v_index.spec[3]))
+            m = kc.nodes[0]
+            m.weight = kc.weight
+            m.e_bounds = kc.f_bounds(m.p_bounds)
         for r in self.nodes.values():
             r.appliers = [idx.apply for idx in r.indexes]
         if self.chain is not None:
@@ -215,6 +229,54 @@ class TRep:
         p1.chain = c
         v.chain = c
         return c
+
+    def _find_keyed_chain(self) -> KeyedChain | None:
+        """A keyed chain whose frontier's ρ is derived (engine/keyedchain.py).
+
+        Shape: the derived top join p (one inequality) joins the T side on a non-empty key K;
+        its other child m is, through fused projections without filters, the frontier f of N
+        (f's children not in N); f joins a guard S and a keyless non-guard R on one inequality,
+        and both inequalities compare the same variable d of f."""
+        v = self.virtual
+        if v is None or v.pred is None or self.root.filter is not None:
+            return None
+        p, m, gt = v.p, v.m, v.g
+        key = sorted(gt.node.vars & m.node.vars)
+        if not key or p.filter is not None or not m.in_n:
+            return None
+        nodes, f = [m], m
+        while f.fused:
+            if f.node.filters or f.filter is not None:
+                return None
+            f = f.children[0]
+            nodes.append(f)
+        if len(f.children) != 2 or f.node.filters or f.filter is not None or not f.frontier:
+            return None
+        if any(c.in_n for c in f.children):
+            return None
+        guards = [c for c in f.children if c.is_guard]
+        if len(guards) != 1 or guards[0].node.preds:
+            return None
+        gs = guards[0]
+        mr = gs.sibling
+        if gs.node.vars & mr.node.vars:
+            return None
+        _, lower, rest = _split_on_sort_var(_flip_all(_oriented_cross(mr.node, f.node)))  # d op a + c
+        _, top, rest2 = _split_on_sort_var(_oriented_cross(m.node, p.node))  # d op g + c
+        ops = ("<", "<=", ">", ">=")
+        if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
+            return None
+        d_var = lower[0].left
+        if top[0].left != d_var or d_var not in f.pos:
+            return None
+        _, on_a, _ = _split_on_sort_var(_oriented_cross(mr.node, f.node))  # a op d + c
+        kc = KeyedChain(self, v, f, nodes, d_var, projector(f.form, gs.pos),
+                        compile_bounds(on_a, f.pos),
+                        compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
+                        compile_bounds(top, gt.pos), top[0].op in (">", ">="),
+                        key_fn(key, gt.pos), projector(p.form, gt.pos), compile_bounds(top, p.pos))
+        f.kchain = p.kchain = v.kchain = kc
+        return kc
 
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
@@ -340,6 +402,8 @@ class TRep:
                 record[n.id] = delta
             p = n.parent
             if p is not None:
+                if p.kchain is not None:
+                    return p.kchain.update(n, delta, record)
                 if p.virtual is not None:
                     return p.virtual.update(n, delta, record)
                 if p.chain is not None:
@@ -421,6 +485,17 @@ class TRep:
         if c is not None:
             for n in (c.mr, c.gs):
                 out[n.node.id] = "the derived chain above it: pair counts on one order (see engine: below)"
+        kc = self.kchain
+        if kc is not None:
+            for n in (kc.mr, kc.gs):
+                out[n.node.id] = "the derived keyed chain above it: one range sum (see engine: below)"
+            key = "{" + ", ".join(sorted(kc.gt.node.vars & kc.nodes[0].node.vars)) + "}"
+            out[kc.gt.node.id] = ("O(n)", "the derived keyed chain above it: each update reads the S tuples of its "
+                                  f"key group in its range, the tuples with equal {key} (O(deg · log n), deg = the "
+                                  "largest such group; n when one key holds every tuple)")
+            out["delay"] = ("O(log n)", "each tuple of the derived keyed chain's frontier "
+                            f"{{{', '.join(sorted(kc.f.node.vars))}}} is multiplied by its R partners' count, "
+                            "one range sum (see engine: below)")
         return out
 
     def cost_notes(self) -> list[str]:
@@ -432,7 +507,11 @@ class TRep:
 
         out = []
         v = self.virtual
-        if v is not None:
+        if v is not None and v.kchain is not None:
+            out.append(f"derived join {label(v.p)}: ρ not stored; updates go to the derived keyed chain "
+                       f"(below); enumeration visits only the keys with output, walking {label(v.g)}'s group "
+                       "inside the range its extreme partner admits")
+        elif v is not None:
             how = f"one inequality ({v.pred})" if v.pred is not None else "equalities only"
             out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
                        f"changes per-key counts by one range sum, O(log n) ({how}); enumeration walks "
@@ -444,6 +523,15 @@ class TRep:
                        f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
                        f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
                        f"range {label(c.mr)}'s extreme tuple admits: O(1) delay")
+        kc = self.kchain
+        if kc is not None:
+            out.append(f"derived keyed chain {label(kc.f)}: its ρ is not stored; its indexes hold ρ of "
+                       f"{label(kc.gs)} and each tuple's weight is the count of its {label(kc.mr)} partners "
+                       f"(one range sum), so an update of {label(kc.mr)} or {label(kc.gs)} costs O(log n) and "
+                       f"one of {label(kc.gt)} O(deg · log n) (its key group), never a fan-out over "
+                       f"{label(kc.gs)}; enumeration pays that range sum per tuple of {label(kc.f)}: O(log n) "
+                       "delay (O(1) would need dynamic prefix sums with O(1) queries and polylog updates, "
+                       "which do not exist)")
         for n in self.nodes.values():
             p = n.parent
             if p is None or p.fused or not n.node.preds:
@@ -462,6 +550,8 @@ class TRep:
         r = self.nodes[node_id]
         if r.parent is None:
             return {(): self.count} if self.count else {}
+        if self.kchain is not None and r in self.kchain.nodes:
+            return None  # derived: its indexes hold ρ_S, not ρ_n
         for idx in r.indexes:
             out: dict[tuple, int] = {}
             if idx.content is not None and idx.spec[2] != tuple(r.own):
@@ -649,12 +739,14 @@ class Virtual:
     (the one g's updates probe). Deltas of p are built only for delta enumeration, whose
     output they are proportional to."""
 
-    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain")
+    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain",
+                 "kchain")
 
     def __init__(self, trep: TRep, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
         self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
         self.counts: dict = {}
         self.chain: Chain | None = None  # m's ρ derived too (engine/chain.py)
+        self.kchain: KeyedChain | None = None  # m's frontier derived (engine/keyedchain.py)
         # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
         # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
         self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")
