@@ -223,9 +223,13 @@ def gen_enum(trep: "TRep", atom: int | None, batch: bool = False) -> tuple[str, 
             lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
             ind += "    "
             lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")
-            if r.weight is not None:  # ρ derived: ρ_S times the R partners (engine/keyedchain.py)
+            if r.weight is not None:  # ρ derived: ρ_S times the R partners (engine/keyedchain.py),
+                # each tuple's range sum once per enumeration (it recurs under every parent tuple)
                 ns[f"W{r.id}"] = r.weight
-                lines.append(f"{ind}    m{r.id} = m{r.id} * W{r.id}({tr})")
+                lines.insert(body, f"    WC{r.id} = {{}}")
+                lines.append(f"{ind}    w_ = WC{r.id}.get({tr})")
+                lines.append(f"{ind}    if w_ is None: w_ = WC{r.id}[{tr}] = W{r.id}({tr})")
+                lines.append(f"{ind}    m{r.id} = m{r.id} * w_")
         else:
             lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.items.items():")
         ind += "    "

@@ -20,7 +20,7 @@ of f's tuples on d holds V(y) = ρ_S(y) · B(y). Then an update of
   — O(deg · log n), deg = the size of z's key group of S (not n).
 
 Enumeration multiplies each f tuple read from an index by A(y): O(log n) per f tuple, not
-O(1). This is the price of the update bound: constant delay would need A(y) (a rank in a
+O(1) (computed once per tuple and enumeration: a tuple recurs under each of its T partners). This is the price of the update bound: constant delay would need A(y) (a rank in a
 dynamic set) in O(1), and dynamic prefix sums cannot give O(1) queries with polylog updates
 (Fredman–Saks). Keys are enumerated from ``alive``: per key k, L(k) = the S tuple of k with a T
 partner that is extreme towards R's side; k has output iff L(k) lies in the range R's
