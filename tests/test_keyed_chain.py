@@ -92,7 +92,7 @@ def _frontier_query(rng: random.Random) -> Query:
     """Q9's shape: the key on the S–T edge and R not in the output, so R hangs below N's
     frontier (the derived keyed chain, engine/keyedchain.py), plus variations."""
     q = _query(rng)
-    keyed = [p for p in q.preds if p.op == "="][0]
+    keyed = next(p for p in q.preds if p.op == "=")
     if keyed.right[0] == "x0":  # move the key to the x1–x2 edge
         cols = SCHEMA[dict(q.atoms)["x2"]]
         other = next(c for c in cols if all(p.left != ("x2", c) and p.right != ("x2", c) for p in q.preds)

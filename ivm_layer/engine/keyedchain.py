@@ -34,6 +34,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .groups import OrderedGroup
+from .predicates import compile_bounds, flip_all, key_fn, oriented_cross, projector, split_on_sort_var
 
 if TYPE_CHECKING:
     from .index import Index
@@ -220,3 +221,80 @@ class KeyedChain:
             return intersect(own, r)
 
         return b
+
+
+    # -- introspection (EXPLAIN) ------------------------------------------------------------
+    def derived_steps(self) -> dict:
+        """GJT node id → (cost, reason) or reason for the steps this chain derives, and
+        ``"delay"`` → its enumeration delay (planner/guards.py reads them)."""
+        out: dict = {}
+        for n in (self.mr, self.gs):
+            out[n.node.id] = "the derived keyed chain above it: one range sum (see engine: below)"
+        key = "{" + ", ".join(sorted(self.gt.node.vars & self.nodes[0].node.vars)) + "}"
+        out[self.gt.node.id] = ("O(n)", (
+            "the derived keyed chain above it: each update reads the S tuples of its key group in its "
+            f"range, the tuples with equal {key} (O(deg · log n), deg = the largest such group; n when "
+            "one key holds every tuple)"))
+        out["delay"] = ("O(log n)", (
+            f"each tuple of the derived keyed chain's frontier {{{', '.join(sorted(self.f.node.vars))}}} "
+            "is multiplied by its R partners' count, one range sum (see engine: below)"))
+        return out
+
+    def note(self, label: Callable) -> str:
+        """The EXPLAIN line of this chain (``label``: RNode -> its name)."""
+        return (f"derived keyed chain {label(self.f)}: its ρ is not stored; its indexes hold ρ of "
+                f"{label(self.gs)} and each tuple's weight is the count of its {label(self.mr)} partners "
+                f"(one range sum), so an update of {label(self.mr)} or {label(self.gs)} costs O(log n) and "
+                f"one of {label(self.gt)} O(deg · log n) (its key group), never a fan-out over "
+                f"{label(self.gs)}; enumeration pays that range sum per tuple of {label(self.f)}: O(log n) "
+                "delay (O(1) would need dynamic prefix sums with O(1) queries and polylog updates, "
+                "which do not exist)")
+
+
+def find_keyed_chain(trep: TRep) -> KeyedChain | None:
+    """The keyed chain of ``trep`` whose frontier's ρ can be derived, or None.
+
+    Shape: the derived top join p (one inequality) joins the T side on a non-empty key K;
+    its other child m is, through fused projections without filters, the frontier f of N
+    (f's children not in N); f joins a guard S and a keyless non-guard R on one inequality,
+    and both inequalities compare the same variable d of f."""
+    v = trep.virtual
+    if v is None or v.pred is None or trep.root.filter is not None:
+        return None
+    p, m, gt = v.p, v.m, v.g
+    key = sorted(gt.node.vars & m.node.vars)
+    if not key or p.filter is not None or not m.in_n:
+        return None
+    nodes, f = [m], m
+    while f.fused:
+        if f.node.filters or f.filter is not None:
+            return None
+        f = f.children[0]
+        nodes.append(f)
+    if len(f.children) != 2 or f.node.filters or f.filter is not None or not f.frontier:
+        return None
+    if any(c.in_n for c in f.children):
+        return None
+    guards = [c for c in f.children if c.is_guard]
+    if len(guards) != 1 or guards[0].node.preds:
+        return None
+    gs = guards[0]
+    mr = gs.sibling
+    if gs.node.vars & mr.node.vars:
+        return None
+    _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, f.node)))  # d op a + c
+    _, top, rest2 = split_on_sort_var(oriented_cross(m.node, p.node))  # d op g + c
+    ops = ("<", "<=", ">", ">=")
+    if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
+        return None
+    d_var = lower[0].left
+    if top[0].left != d_var or d_var not in f.pos:
+        return None
+    _, on_a, _ = split_on_sort_var(oriented_cross(mr.node, f.node))  # a op d + c
+    kc = KeyedChain(trep, v, f, nodes, d_var, projector(f.form, gs.pos),
+                    compile_bounds(on_a, f.pos),
+                    compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
+                    compile_bounds(top, gt.pos), top[0].op in (">", ">="),
+                    key_fn(key, gt.pos), projector(p.form, gt.pos), compile_bounds(top, p.pos))
+    f.kchain = p.kchain = v.kchain = kc
+    return kc

@@ -18,18 +18,18 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Callable, Iterator
 
 from ..planner import Plan
 from ..planner.gjt import Node
 from ..query import Predicate
 from .chain import Chain
-from .keyedchain import KeyedChain
+from .keyedchain import KeyedChain, find_keyed_chain
 from .pairaxis import CHUNK as PAIR_CHUNK
 from .index import Index
 from .enumgen import gen_enum
-from .predicates import compile_bounds, compile_cross_check, compile_filter, key_fn, projector
+from .predicates import (compile_bounds, compile_cross_check, compile_filter, flip_all, key_fn, oriented_cross,
+                         projector, split_on_sort_var)
 
 
 class RNode:
@@ -91,32 +91,6 @@ class RNode:
         self.weight = None
 
 
-def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
-    """Edge predicates of ``parent -> child`` written as ``child_var op parent_var + c``."""
-    out = []
-    for p in child.preds:
-        if p.left in child.vars and p.right in parent.vars:
-            out.append(p)
-        else:
-            out.append(p.flipped())
-    return out
-
-
-def _flip_all(preds: list[Predicate]) -> list[Predicate]:
-    return [p.flipped() for p in preds]
-
-
-def _split_on_sort_var(preds: list[Predicate]) -> tuple[str | None, list[Predicate], list[Predicate]]:
-    """Choose the left variable used by most predicates as the order; the rest are residual."""
-    if not preds:
-        return None, [], []
-    counts = Counter(p.left for p in preds)
-    sort_var = min(counts, key=lambda v: (-counts[v], v))
-    on = [p for p in preds if p.left == sort_var]
-    rest = [p for p in preds if p.left != sort_var]
-    return sort_var, on, rest
-
-
 def _identity(delta: dict) -> dict:
     return delta
 
@@ -138,7 +112,7 @@ class TRep:
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
         self.virtual = self._find_virtual()
         self.chain = self._find_chain()
-        self.kchain = self._find_keyed_chain() if self.chain is None else None
+        self.kchain = find_keyed_chain(self) if self.chain is None else None
         for r in self.nodes.values():
             self._wire(r)
         if self.virtual is not None:
@@ -181,8 +155,8 @@ class TRep:
         m = g.sibling
         if g.node.preds:
             return None
-        cross = _flip_all(_oriented_cross(m.node, p.node))  # parent_var op m_var + c
-        sort_var, on, rest = _split_on_sort_var(cross)
+        cross = flip_all(oriented_cross(m.node, p.node))  # parent_var op m_var + c
+        sort_var, on, rest = split_on_sort_var(cross)
         if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
             return None
         if p.in_n and not (g.in_n and m.in_n):
@@ -214,14 +188,14 @@ class TRep:
         mr = gs.sibling
         if gs.node.vars & mr.node.vars:
             return None
-        _, lower, rest = _split_on_sort_var(_flip_all(_oriented_cross(mr.node, p1.node)))  # d op a + c
-        _, top, rest2 = _split_on_sort_var(_oriented_cross(p1.node, p.node))  # d op g + c
+        _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, p1.node)))  # d op a + c
+        _, top, rest2 = split_on_sort_var(oriented_cross(p1.node, p.node))  # d op g + c
         ops = ("<", "<=", ">", ">=")
         if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
             return None
         if lower[0].left != top[0].left:
             return None
-        a_var, _, _ = _split_on_sort_var(_oriented_cross(mr.node, p1.node))
+        a_var, _, _ = split_on_sort_var(oriented_cross(mr.node, p1.node))
         c = Chain(self, v, gs, mr, lower[0].left,
                   compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
                   compile_bounds(top, gt.pos), top[0].op in (">", ">="))
@@ -229,54 +203,6 @@ class TRep:
         p1.chain = c
         v.chain = c
         return c
-
-    def _find_keyed_chain(self) -> KeyedChain | None:
-        """A keyed chain whose frontier's ρ is derived (engine/keyedchain.py).
-
-        Shape: the derived top join p (one inequality) joins the T side on a non-empty key K;
-        its other child m is, through fused projections without filters, the frontier f of N
-        (f's children not in N); f joins a guard S and a keyless non-guard R on one inequality,
-        and both inequalities compare the same variable d of f."""
-        v = self.virtual
-        if v is None or v.pred is None or self.root.filter is not None:
-            return None
-        p, m, gt = v.p, v.m, v.g
-        key = sorted(gt.node.vars & m.node.vars)
-        if not key or p.filter is not None or not m.in_n:
-            return None
-        nodes, f = [m], m
-        while f.fused:
-            if f.node.filters or f.filter is not None:
-                return None
-            f = f.children[0]
-            nodes.append(f)
-        if len(f.children) != 2 or f.node.filters or f.filter is not None or not f.frontier:
-            return None
-        if any(c.in_n for c in f.children):
-            return None
-        guards = [c for c in f.children if c.is_guard]
-        if len(guards) != 1 or guards[0].node.preds:
-            return None
-        gs = guards[0]
-        mr = gs.sibling
-        if gs.node.vars & mr.node.vars:
-            return None
-        _, lower, rest = _split_on_sort_var(_flip_all(_oriented_cross(mr.node, f.node)))  # d op a + c
-        _, top, rest2 = _split_on_sort_var(_oriented_cross(m.node, p.node))  # d op g + c
-        ops = ("<", "<=", ">", ">=")
-        if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
-            return None
-        d_var = lower[0].left
-        if top[0].left != d_var or d_var not in f.pos:
-            return None
-        _, on_a, _ = _split_on_sort_var(_oriented_cross(mr.node, f.node))  # a op d + c
-        kc = KeyedChain(self, v, f, nodes, d_var, projector(f.form, gs.pos),
-                        compile_bounds(on_a, f.pos),
-                        compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
-                        compile_bounds(top, gt.pos), top[0].op in (">", ">="),
-                        key_fn(key, gt.pos), projector(p.form, gt.pos), compile_bounds(top, p.pos))
-        f.kchain = p.kchain = v.kchain = kc
-        return kc
 
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
@@ -337,8 +263,8 @@ class TRep:
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
-            cross = _oriented_cross(s.node, p.node) if not s.is_guard else []
-            sort_var, on, rest = _split_on_sort_var(cross)
+            cross = oriented_cross(s.node, p.node) if not s.is_guard else []
+            sort_var, on, rest = split_on_sort_var(cross)
             idx = self._index(s, key_vars, None, None, sort_var)
             n.v_index, n.v_key = idx, key_fn(key_vars, p.pos)
             n.up = _make_guard_up(
@@ -349,8 +275,8 @@ class TRep:
         else:
             # Case C: s guards p. Probe S_s holding π_var(p) ρ_s, ordered on the parent-side variable.
             key_vars = sorted(s.node.vars & n.node.vars)
-            cross = _flip_all(_oriented_cross(n.node, p.node))  # parent_var op n_var + c
-            sort_var, on, rest = _split_on_sort_var(cross)
+            cross = flip_all(oriented_cross(n.node, p.node))  # parent_var op n_var + c
+            sort_var, on, rest = split_on_sort_var(cross)
             idx = self._index(s, key_vars, p.form, p.filter, sort_var)
             n.v_index, n.v_key = idx, key_fn(key_vars, n.pos)
             n.v_bounds = compile_bounds(on, n.pos) if on else None
@@ -361,8 +287,8 @@ class TRep:
             )
         if n.in_n and not p.fused:
             key_vars = sorted(n.node.vars & p.node.vars)
-            cross = _oriented_cross(n.node, p.node)  # n_var op parent_var + c
-            sort_var, on, rest = _split_on_sort_var(cross)
+            cross = oriented_cross(n.node, p.node)  # n_var op parent_var + c
+            sort_var, on, rest = split_on_sort_var(cross)
             end = n  # the lowest node of n's chain of fused nodes inside N
             while end.fused and end.children[0].in_n:
                 end = end.children[0]
@@ -485,17 +411,8 @@ class TRep:
         if c is not None:
             for n in (c.mr, c.gs):
                 out[n.node.id] = "the derived chain above it: pair counts on one order (see engine: below)"
-        kc = self.kchain
-        if kc is not None:
-            for n in (kc.mr, kc.gs):
-                out[n.node.id] = "the derived keyed chain above it: one range sum (see engine: below)"
-            key = "{" + ", ".join(sorted(kc.gt.node.vars & kc.nodes[0].node.vars)) + "}"
-            out[kc.gt.node.id] = ("O(n)", "the derived keyed chain above it: each update reads the S tuples of its "
-                                  f"key group in its range, the tuples with equal {key} (O(deg · log n), deg = the "
-                                  "largest such group; n when one key holds every tuple)")
-            out["delay"] = ("O(log n)", "each tuple of the derived keyed chain's frontier "
-                            f"{{{', '.join(sorted(kc.f.node.vars))}}} is multiplied by its R partners' count, "
-                            "one range sum (see engine: below)")
+        if self.kchain is not None:
+            out.update(self.kchain.derived_steps())
         return out
 
     def cost_notes(self) -> list[str]:
@@ -523,20 +440,13 @@ class TRep:
                        f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
                        f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
                        f"range {label(c.mr)}'s extreme tuple admits: O(1) delay")
-        kc = self.kchain
-        if kc is not None:
-            out.append(f"derived keyed chain {label(kc.f)}: its ρ is not stored; its indexes hold ρ of "
-                       f"{label(kc.gs)} and each tuple's weight is the count of its {label(kc.mr)} partners "
-                       f"(one range sum), so an update of {label(kc.mr)} or {label(kc.gs)} costs O(log n) and "
-                       f"one of {label(kc.gt)} O(deg · log n) (its key group), never a fan-out over "
-                       f"{label(kc.gs)}; enumeration pays that range sum per tuple of {label(kc.f)}: O(log n) "
-                       "delay (O(1) would need dynamic prefix sums with O(1) queries and polylog updates, "
-                       "which do not exist)")
+        if self.kchain is not None:
+            out.append(self.kchain.note(label))
         for n in self.nodes.values():
             p = n.parent
             if p is None or p.fused or not n.node.preds:
                 continue
-            _, on, rest = _split_on_sort_var(_oriented_cross(n.node, p.node))
+            _, on, rest = split_on_sort_var(oriented_cross(n.node, p.node))
             if rest:
                 preds = " ∧ ".join(map(str, on + rest))
                 out.append(f"edge {label(p)} -> {label(n)} ({preds}): one order covers {len(on)} of "
