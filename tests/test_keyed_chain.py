@@ -122,3 +122,16 @@ def test_q9_r_update_touches_no_index_entry_of_s():
     assert len(v) == sum(m for _, m in v.rows())
     assert v.contains((10, 10, 30)) == 11  # r.a < 10: 10 rows plus (-5, 0)
     assert "derived keyed chain" in v.explain() and "O(log n) delay" in v.explain()
+
+
+def test_planner_keeps_the_tree_with_the_cheaper_worst_path():
+    """Q5: Algorithm 3's own tree fans T out over every S tuple (Θ(n)); the keys-first tree
+    (keyless edge at the derived top join) is chosen. Q4 (no key): both orders agree."""
+    from ivm_layer.planner.layout import modelled_derived
+
+    v5 = ivm_layer.compile_view("SELECT * FROM r, s, t WHERE r.a < s.d AND s.d < t.g AND r.k = s.k", _schema())
+    top = v5.plan.root.children[0]
+    assert top.vars == frozenset({"t.g"}) and max(rank(v5.plan.root)) == 2
+    assert {c.id for c in top.children} <= modelled_derived(v5.plan.root)
+    v4 = ivm_layer.compile_view("SELECT * FROM r, s, t WHERE r.a < s.d AND s.d < t.g", _schema())
+    assert v4._trep.chain is not None and max(rank(v4.plan.root)) == 1
