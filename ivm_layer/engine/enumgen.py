@@ -190,12 +190,16 @@ def gen_enum(trep: "TRep", atom: int | None, batch: bool = False) -> tuple[str, 
             emit_level(n_children(r) + rest, lookups(r, ind))
             return
         layout[r.id] = r.enum_pos
-        if batch and not rest and r.virtual is None and emit_fast(r, tp, ind):
+        if batch and not rest and r.virtual is None and r.weight is None and emit_fast(r, tp, ind):
             return
         if r.virtual is not None:
             v = r.virtual
             ns[f"VC{r.id}"], ns[f"SG{r.id}"], ns[f"SM{r.id}"] = v.counts, v.g_groups, v.m_groups
-            lines.append(f"{ind}for k{r.id} in VC{r.id}:")
+            if v.kchain is not None:  # the keys with output (engine/keyedchain.py)
+                ns[f"KC{r.id}"] = v.kchain
+                lines.append(f"{ind}for k{r.id} in KC{r.id}.keys():")
+            else:
+                lines.append(f"{ind}for k{r.id} in VC{r.id}:")
             ind += "    "
             if v.extreme is None:
                 lines.append(f"{ind}for {tr}, m{r.id} in SG{r.id}[k{r.id}].items.items():")
@@ -204,6 +208,8 @@ def gen_enum(trep: "TRep", atom: int | None, batch: bool = False) -> tuple[str, 
                 if v.chain is not None:  # m's ρ is derived: its extreme tuple from the chain
                     ns[f"CH{r.id}"] = v.chain
                     ext = f"CH{r.id}.m_extreme({v.extreme == 'max_tuple'})"
+                elif v.kchain is not None:
+                    ext = f"KC{r.id}.m_extreme(k{r.id}, {v.extreme == 'max_tuple'})"
                 else:
                     ext = f"SM{r.id}[k{r.id}].{v.extreme}()"
                 lines.append(f"{ind}for b{r.id} in SG{r.id}[k{r.id}].buckets_in(*NB{r.id}({ext})):")
@@ -217,6 +223,13 @@ def gen_enum(trep: "TRep", atom: int | None, batch: bool = False) -> tuple[str, 
             lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
             ind += "    "
             lines.append(f"{ind}for {tr}, m{r.id} in b{r.id}.items():")
+            if r.weight is not None:  # ρ derived: ρ_S times the R partners (engine/keyedchain.py),
+                # each tuple's range sum once per enumeration (it recurs under every parent tuple)
+                ns[f"W{r.id}"] = r.weight
+                lines.insert(body, f"    WC{r.id} = {{}}")
+                lines.append(f"{ind}    w_ = WC{r.id}.get({tr})")
+                lines.append(f"{ind}    if w_ is None: w_ = WC{r.id}[{tr}] = W{r.id}({tr})")
+                lines.append(f"{ind}    m{r.id} = m{r.id} * w_")
         else:
             lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.items.items():")
         ind += "    "

@@ -81,6 +81,8 @@ class Membership:
                     if (lo is not None and (x < lo or (x == lo and not li))) or (
                             hi is not None and (x > hi or (x == hi and not hii))):
                         return 0
+            if m and r.weight is not None:  # a derived frontier: ρ_S times its R partners
+                m = m * r.weight(t)
             if not m:
                 return 0
             if r.p_resid is not None:

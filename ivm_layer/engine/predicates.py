@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import operator
+from collections import Counter
 import re
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
 from ..query import Predicate
 from .scalar import compile_condition
 from .values import canonical, offset_adder, typed_offset
+
+if TYPE_CHECKING:
+    from ..planner.gjt import Node
 
 
 def expr_check(cond: Any, pos: dict[str, int]) -> Callable[[tuple], bool]:
@@ -210,3 +214,29 @@ def projector(var_names: list[str], pos: dict[str, int]) -> Callable[[tuple], tu
         i = idx[0]
         return lambda t: (t[i],)
     return operator.itemgetter(*idx)
+
+
+def oriented_cross(child: Node, parent: Node) -> list[Predicate]:
+    """Edge predicates of ``parent -> child`` written as ``child_var op parent_var + c``."""
+    out = []
+    for p in child.preds:
+        if p.left in child.vars and p.right in parent.vars:
+            out.append(p)
+        else:
+            out.append(p.flipped())
+    return out
+
+
+def flip_all(preds: list[Predicate]) -> list[Predicate]:
+    return [p.flipped() for p in preds]
+
+
+def split_on_sort_var(preds: list[Predicate]) -> tuple[str | None, list[Predicate], list[Predicate]]:
+    """Choose the left variable used by most predicates as the order; the rest are residual."""
+    if not preds:
+        return None, [], []
+    counts = Counter(p.left for p in preds)
+    sort_var = min(counts, key=lambda v: (-counts[v], v))
+    on = [p for p in preds if p.left == sort_var]
+    rest = [p for p in preds if p.left != sort_var]
+    return sort_var, on, rest

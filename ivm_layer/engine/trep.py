@@ -18,17 +18,18 @@
 
 from __future__ import annotations
 
-from collections import Counter
 from typing import Any, Callable, Iterator
 
 from ..planner import Plan
 from ..planner.gjt import Node
 from ..query import Predicate
 from .chain import Chain
+from .keyedchain import KeyedChain, find_keyed_chain
 from .pairaxis import CHUNK as PAIR_CHUNK
 from .index import Index
 from .enumgen import gen_enum
-from .predicates import compile_bounds, compile_cross_check, compile_filter, key_fn, projector
+from .predicates import (compile_bounds, compile_cross_check, compile_filter, flip_all, key_fn, oriented_cross,
+                         projector, split_on_sort_var)
 
 
 class RNode:
@@ -44,7 +45,8 @@ class RNode:
     __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
-                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds")
+                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds", "kchain",
+                 "weight")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -82,32 +84,11 @@ class RNode:
         # then its full-enumeration range (``p_bounds`` cut to the d's with a partner).
         self.chain: Chain | None = None
         self.e_bounds = None
-
-
-def _oriented_cross(child: Node, parent: Node) -> list[Predicate]:
-    """Edge predicates of ``parent -> child`` written as ``child_var op parent_var + c``."""
-    out = []
-    for p in child.preds:
-        if p.left in child.vars and p.right in parent.vars:
-            out.append(p)
-        else:
-            out.append(p.flipped())
-    return out
-
-
-def _flip_all(preds: list[Predicate]) -> list[Predicate]:
-    return [p.flipped() for p in preds]
-
-
-def _split_on_sort_var(preds: list[Predicate]) -> tuple[str | None, list[Predicate], list[Predicate]]:
-    """Choose the left variable used by most predicates as the order; the rest are residual."""
-    if not preds:
-        return None, [], []
-    counts = Counter(p.left for p in preds)
-    sort_var = min(counts, key=lambda v: (-counts[v], v))
-    on = [p for p in preds if p.left == sort_var]
-    rest = [p for p in preds if p.left != sort_var]
-    return sort_var, on, rest
+        # A keyed chain with a derived frontier (engine/keyedchain.py): on its frontier node
+        # and on the derived top join, its ``KeyedChain``; ``weight`` (on the top of the
+        # frontier's fused chain) multiplies the ρ_S read from P_n by the R partners' count.
+        self.kchain: KeyedChain | None = None
+        self.weight = None
 
 
 def _identity(delta: dict) -> dict:
@@ -131,10 +112,17 @@ class TRep:
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
         self.virtual = self._find_virtual()
         self.chain = self._find_chain()
+        self.kchain = find_keyed_chain(self) if self.chain is None else None
         for r in self.nodes.values():
             self._wire(r)
         if self.virtual is not None:
             self.virtual.finish()
+        if self.kchain is not None:
+            kc = self.kchain
+            kc.finish(self._index(kc.mr, [], None, None, kc.gs.v_index.spec[3]))
+            m = kc.nodes[0]
+            m.weight = kc.weight
+            m.e_bounds = kc.f_bounds(m.p_bounds)
         for r in self.nodes.values():
             r.appliers = [idx.apply for idx in r.indexes]
         if self.chain is not None:
@@ -167,8 +155,8 @@ class TRep:
         m = g.sibling
         if g.node.preds:
             return None
-        cross = _flip_all(_oriented_cross(m.node, p.node))  # parent_var op m_var + c
-        sort_var, on, rest = _split_on_sort_var(cross)
+        cross = flip_all(oriented_cross(m.node, p.node))  # parent_var op m_var + c
+        sort_var, on, rest = split_on_sort_var(cross)
         if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
             return None
         if p.in_n and not (g.in_n and m.in_n):
@@ -200,14 +188,14 @@ class TRep:
         mr = gs.sibling
         if gs.node.vars & mr.node.vars:
             return None
-        _, lower, rest = _split_on_sort_var(_flip_all(_oriented_cross(mr.node, p1.node)))  # d op a + c
-        _, top, rest2 = _split_on_sort_var(_oriented_cross(p1.node, p.node))  # d op g + c
+        _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, p1.node)))  # d op a + c
+        _, top, rest2 = split_on_sort_var(oriented_cross(p1.node, p.node))  # d op g + c
         ops = ("<", "<=", ">", ">=")
         if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
             return None
         if lower[0].left != top[0].left:
             return None
-        a_var, _, _ = _split_on_sort_var(_oriented_cross(mr.node, p1.node))
+        a_var, _, _ = split_on_sort_var(oriented_cross(mr.node, p1.node))
         c = Chain(self, v, gs, mr, lower[0].left,
                   compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
                   compile_bounds(top, gt.pos), top[0].op in (">", ">="))
@@ -275,8 +263,8 @@ class TRep:
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
-            cross = _oriented_cross(s.node, p.node) if not s.is_guard else []
-            sort_var, on, rest = _split_on_sort_var(cross)
+            cross = oriented_cross(s.node, p.node) if not s.is_guard else []
+            sort_var, on, rest = split_on_sort_var(cross)
             idx = self._index(s, key_vars, None, None, sort_var)
             n.v_index, n.v_key = idx, key_fn(key_vars, p.pos)
             n.up = _make_guard_up(
@@ -287,8 +275,8 @@ class TRep:
         else:
             # Case C: s guards p. Probe S_s holding π_var(p) ρ_s, ordered on the parent-side variable.
             key_vars = sorted(s.node.vars & n.node.vars)
-            cross = _flip_all(_oriented_cross(n.node, p.node))  # parent_var op n_var + c
-            sort_var, on, rest = _split_on_sort_var(cross)
+            cross = flip_all(oriented_cross(n.node, p.node))  # parent_var op n_var + c
+            sort_var, on, rest = split_on_sort_var(cross)
             idx = self._index(s, key_vars, p.form, p.filter, sort_var)
             n.v_index, n.v_key = idx, key_fn(key_vars, n.pos)
             n.v_bounds = compile_bounds(on, n.pos) if on else None
@@ -299,8 +287,8 @@ class TRep:
             )
         if n.in_n and not p.fused:
             key_vars = sorted(n.node.vars & p.node.vars)
-            cross = _oriented_cross(n.node, p.node)  # n_var op parent_var + c
-            sort_var, on, rest = _split_on_sort_var(cross)
+            cross = oriented_cross(n.node, p.node)  # n_var op parent_var + c
+            sort_var, on, rest = split_on_sort_var(cross)
             end = n  # the lowest node of n's chain of fused nodes inside N
             while end.fused and end.children[0].in_n:
                 end = end.children[0]
@@ -340,6 +328,8 @@ class TRep:
                 record[n.id] = delta
             p = n.parent
             if p is not None:
+                if p.kchain is not None:
+                    return p.kchain.update(n, delta, record)
                 if p.virtual is not None:
                     return p.virtual.update(n, delta, record)
                 if p.chain is not None:
@@ -421,6 +411,8 @@ class TRep:
         if c is not None:
             for n in (c.mr, c.gs):
                 out[n.node.id] = "the derived chain above it: pair counts on one order (see engine: below)"
+        if self.kchain is not None:
+            out.update(self.kchain.derived_steps())
         return out
 
     def cost_notes(self) -> list[str]:
@@ -432,7 +424,11 @@ class TRep:
 
         out = []
         v = self.virtual
-        if v is not None:
+        if v is not None and v.kchain is not None:
+            out.append(f"derived join {label(v.p)}: ρ not stored; updates go to the derived keyed chain "
+                       f"(below); enumeration visits only the keys with output, walking {label(v.g)}'s group "
+                       "inside the range its extreme partner admits")
+        elif v is not None:
             how = f"one inequality ({v.pred})" if v.pred is not None else "equalities only"
             out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
                        f"changes per-key counts by one range sum, O(log n) ({how}); enumeration walks "
@@ -444,11 +440,13 @@ class TRep:
                        f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
                        f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
                        f"range {label(c.mr)}'s extreme tuple admits: O(1) delay")
+        if self.kchain is not None:
+            out.append(self.kchain.note(label))
         for n in self.nodes.values():
             p = n.parent
             if p is None or p.fused or not n.node.preds:
                 continue
-            _, on, rest = _split_on_sort_var(_oriented_cross(n.node, p.node))
+            _, on, rest = split_on_sort_var(oriented_cross(n.node, p.node))
             if rest:
                 preds = " ∧ ".join(map(str, on + rest))
                 out.append(f"edge {label(p)} -> {label(n)} ({preds}): one order covers {len(on)} of "
@@ -462,6 +460,8 @@ class TRep:
         r = self.nodes[node_id]
         if r.parent is None:
             return {(): self.count} if self.count else {}
+        if self.kchain is not None and r in self.kchain.nodes:
+            return None  # derived: its indexes hold ρ_S, not ρ_n
         for idx in r.indexes:
             out: dict[tuple, int] = {}
             if idx.content is not None and idx.spec[2] != tuple(r.own):
@@ -649,12 +649,14 @@ class Virtual:
     (the one g's updates probe). Deltas of p are built only for delta enumeration, whose
     output they are proportional to."""
 
-    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain")
+    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain",
+                 "kchain")
 
     def __init__(self, trep: TRep, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
         self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
         self.counts: dict = {}
         self.chain: Chain | None = None  # m's ρ derived too (engine/chain.py)
+        self.kchain: KeyedChain | None = None  # m's frontier derived (engine/keyedchain.py)
         # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
         # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
         self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")

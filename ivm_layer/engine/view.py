@@ -205,6 +205,9 @@ class View:
         """Fast path for one row (same checks as a batch). Returns False to defer to the
         general path for anything unusual (unknown table name spelling, non-tuple row)."""
         store = self._store(table)
+        if store is None and type(table) is str:  # another spelling ("R" for r): one name
+            table = table.lower()
+            store = self._store(table)
         if store is None or type(row) is not tuple:
             return False
         if len(row) != self._arity[table]:

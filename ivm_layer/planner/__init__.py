@@ -16,6 +16,7 @@ from .classify import FREE_CONNEX, NOT_FREE_CONNEX, Q_HIERARCHICAL, is_q_hierarc
 from .gjt import Node, render
 from .guards import GuardReport, analyze, is_simple
 from .gyo import build_gjt_pair
+from .layout import better, rank
 from .redundancy import drop_implied_inequalities, implied_closure
 from .transform import binarize, check_invariants, make_sibling_closed, simplify, tighten_edges
 
@@ -176,15 +177,16 @@ def plan(gcq: GCQ, allow_core: bool = True, implied_from: list[Predicate] | None
         outer.core_relation = split.relation
         outer.gcq.columns = list(gcq.columns)
         return outer
-    root, in_n = res.root, res.in_n
-    in_n = make_sibling_closed(root, in_n)
-    in_n = binarize(root, in_n)
-    for n in root.walk():
-        if n.is_leaf:
-            n.filters.extend(atom_filters[n.atom])
-    root, in_n = simplify(root, in_n)
-    tighten_edges(root, implied_closure(implied_from if implied_from is not None else gcq.predicates))
-    check_invariants(root, in_n)
+    closure = implied_closure(implied_from if implied_from is not None else gcq.predicates)
+    root, in_n = _finish_gyo(res, atom_filters, closure)
+    if any(p.op != "=" for p in joins):
+        # Another elimination order (keys first) may give a tree whose worst update path is
+        # cheaper (planner/layout.py); Algorithm 3's own tree wins ties.
+        alt = build_gjt_pair(hyperedges, gcq.out, joins, names, keyed_first=True)
+        if alt.frontier_vars == res.frontier_vars:
+            alt_root, alt_in_n = _finish_gyo(alt, atom_filters, closure)
+            if better(rank(alt_root), rank(root)):
+                root, in_n = alt_root, alt_in_n
     var_n = frozenset().union(*(n.vars for n in root.walk() if n.id in in_n))
     if res.frontier_vars != gcq.out:
         klass = NOT_FREE_CONNEX
@@ -199,6 +201,21 @@ def plan(gcq: GCQ, allow_core: bool = True, implied_from: list[Predicate] | None
         klass = FREE_CONNEX
     return Plan(gcq=gcq, root=root, in_n=in_n, klass=klass, join_predicates=joins, dropped=dropped,
                 atom_filters=atom_filters, var_n=var_n)
+
+
+def _finish_gyo(res, atom_filters: list[list[Predicate]], closure) -> tuple[Node, set[int]]:
+    """Algorithm 3's tree made sibling-closed and binary, with the atoms' filters, simplified
+    and its edges tightened (checked)."""
+    root, in_n = res.root, res.in_n
+    in_n = make_sibling_closed(root, in_n)
+    in_n = binarize(root, in_n)
+    for n in root.walk():
+        if n.is_leaf:
+            n.filters.extend(atom_filters[n.atom])
+    root, in_n = simplify(root, in_n)
+    tighten_edges(root, closure)
+    check_invariants(root, in_n)
+    return root, in_n
 
 
 def plan_from_order(gcq: GCQ, rank, atom_vars: dict[int, frozenset[str]] | None = None,

@@ -76,6 +76,11 @@ def _step(n: Node) -> tuple[str, str]:
     if not sibs:
         return O1, ""
     if not p.vars <= n.vars:
+        key = n.vars & sibs[0].vars
+        if key:
+            return ON, (f"{fmt_vars(n.vars)} is not a guard of its parent {fmt_vars(p.vars)}: "
+                        f"each update scans the sibling's matching group, the tuples with equal {fmt_vars(key)} "
+                        f"(O(deg · log n), deg = the largest such group; n when one key holds every tuple)")
         return ON, (f"{fmt_vars(n.vars)} is not a guard of its parent {fmt_vars(p.vars)}: "
                     "each update scans the sibling's matching group")
     worst, why = O1, ""
@@ -92,7 +97,9 @@ def _step(n: Node) -> tuple[str, str]:
 def analyze(root: Node, in_n: set[int], derived: Mapping[int, str] | None = None) -> GuardReport:
     """Classify every leaf's root path and every edge inside N (see the module docstring).
     ``derived``: node id → reason, for steps the engine derives on demand in O(log n) instead
-    of propagating (its derived joins); they count as O(log n) whatever the tree says."""
+    of propagating (its derived joins); they count as O(log n) whatever the tree says. A value
+    may also be a pair (cost, reason), and the key ``"delay"`` a pair giving the engine's own
+    enumeration delay (a derived frontier's per-tuple range sum)."""
     derived = derived or {}
     rep = GuardReport()
     for n in root.walk():
@@ -103,13 +110,16 @@ def analyze(root: Node, in_n: set[int], derived: Mapping[int, str] | None = None
         cost, reason, guard = O1, "", True
         m = n
         while m.parent is not None:
-            c, why = (OLOG, derived[m.id]) if m.id in derived else _step(m)
+            d = derived.get(m.id)
+            c, why = _step(m) if d is None else (d if isinstance(d, tuple) else (OLOG, d))
             if not m.parent.vars <= m.vars and [x for x in m.parent.children if x is not m]:
                 guard = False
             if _RANK[c] > _RANK[cost]:
                 cost, reason = c, why
             m = m.parent
         rep.leaves[n.atom] = LeafPath(n.atom, cost, guard, reason)
+    if "delay" in derived:  # the engine's own enumeration bound (cost, reason)
+        rep.delay, rep.delay_reason = derived["delay"]
     if rep.multi_inequality_edges:
         e = rep.multi_inequality_edges[0]
         rep.delay = ON

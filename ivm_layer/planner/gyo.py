@@ -30,9 +30,10 @@ def _sort_key(e: frozenset[str]) -> tuple:
 
 
 class _Forest:
-    def __init__(self, leaves: list[Node], preds: list[Predicate]):
+    def __init__(self, leaves: list[Node], preds: list[Predicate], keyed_first: bool = False):
         self.roots: list[Node] = list(leaves)
         self.preds: list[Predicate] = list(dict.fromkeys(preds))  # dedupe, keep order
+        self.keyed_first = keyed_first
 
     def hyperedges(self) -> list[frozenset[str]]:
         return sorted({r.vars for r in self.roots if r.vars}, key=_sort_key)
@@ -77,31 +78,38 @@ class _Forest:
                 self.roots.append(Node(e - iso, children=[n]))
                 return True
         # CSE: remove a conditional subset e ⊑ f.
-        for e in hyp:
+        pairs = [(e, f) for e in hyp for f in hyp if f != e]
+        if self.keyed_first:
+            # e becomes a non-guard child of f's node, grouped on e ∩ f: a pair sharing
+            # variables (an equality key) first, so that a keyless inequality edge ends up
+            # higher in the tree, where the engine derives it (planner/layout.py).
+            pairs.sort(key=lambda ef: not (ef[0] & ef[1]))
+        for e, f in pairs:
             jev_e = e & jev
-            for f in hyp:
-                if f == e or not jev_e <= f:
-                    continue
-                rest = e - f
-                touching = [p for p in self.preds if p.vars & rest]
-                ext = set().union(*(p.vars for p in touching)) - rest if touching else set()
-                if ext <= f:
-                    n = self.merge(e)
-                    m = self.merge(f)
-                    p = Node(f)
-                    p.add_child(n, touching)
-                    p.add_child(m, [])
-                    self.roots.append(p)
-                    self.preds = [q for q in self.preds if q not in touching]
-                    return True
+            if not jev_e <= f:
+                continue
+            rest = e - f
+            touching = [p for p in self.preds if p.vars & rest]
+            ext = set().union(*(p.vars for p in touching)) - rest if touching else set()
+            if ext <= f:
+                n = self.merge(e)
+                m = self.merge(f)
+                p = Node(f)
+                p.add_child(n, touching)
+                p.add_child(m, [])
+                self.roots.append(p)
+                self.preds = [q for q in self.preds if q not in touching]
+                return True
         return False
 
 
 def build_gjt_pair(hyperedges: list[frozenset[str]], out: frozenset[str], preds: list[Predicate],
-                   atom_names: list[str]) -> GYOResult:
-    """Run Algorithm 3 on a query given by its atoms' hyperedges; raise CyclicQueryError if cyclic."""
+                   atom_names: list[str], keyed_first: bool = False) -> GYOResult:
+    """Run Algorithm 3 on a query given by its atoms' hyperedges; raise CyclicQueryError if cyclic.
+    ``keyed_first``: among the applicable CSE steps, take one whose eliminated edge shares
+    variables with its target first (another valid GJT of the same query)."""
     leaves = [Node(e, atom=i) for i, e in enumerate(hyperedges)]
-    forest = _Forest(leaves, preds)
+    forest = _Forest(leaves, preds, keyed_first)
     while forest.step(out):
         pass
     x_roots = list(forest.roots)
