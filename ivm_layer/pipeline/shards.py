@@ -134,6 +134,16 @@ class ViewRouter:
                 others = [c for c in range(shards) if (c // strides[i]) % shares[i] == 0]
                 spec = ("grid", (shares[i], strides[i], others))
             self.by_table.setdefault(base, []).append((a.relation, spec))
+        #: an output row tells its shard (it holds the hashed columns): the shards' changes
+        #: are disjoint and their union needs no consolidation
+        out = list(gcq.output or [])
+        plain = bool(out) and all(isinstance(o, str) for o in out)
+        if self.mode == "hash":
+            self.disjoint = plain and common <= set(out)
+        else:
+            self.disjoint = plain and all(
+                set(a.vars) <= set(out) and len(a.vars) == len(self.atom_schema[a.relation])
+                for a, p in zip(atoms, shares) if p > 1)
 
     def route(self, table: str, row: tuple | None) -> Iterator[tuple[int, str]]:
         """``(shard, atom table)`` pairs a change of ``table`` goes to (``row is None``: a
@@ -151,11 +161,14 @@ class ViewRouter:
                     yield base_cell + coord * stride, atab
 
 
-def merge_changes(parts: list[list[tuple[tuple, int]]]) -> list[tuple[tuple, int]]:
+def merge_changes(parts: list[list[tuple[tuple, int]]], disjoint: bool = False) -> list[tuple[tuple, int]]:
     """One view's change from its shards' changes (each already consolidated; a row may come
-    from several shards when the view projects the columns that tell them apart)."""
+    from several shards when the view projects the columns that tell them apart, unless
+    ``disjoint``)."""
     if len(parts) == 1:
         return parts[0]
+    if disjoint:
+        return [x for part in parts for x in part]
     d = dict(parts[0])
     for part in parts[1:]:
         for row, k in part:
@@ -170,8 +183,9 @@ def merge_changes(parts: list[list[tuple[tuple, int]]]) -> list[tuple[tuple, int
 class ShardSinkWriter:
     """``foreachBatch`` over the shards' output: consolidate per view, write the sinks."""
 
-    def __init__(self, sinks, status, view_names: list[str]):
+    def __init__(self, sinks, status, view_names: list[str], disjoint: set[str] | None = None):
         self.sinks, self.status, self.views = sinks, status, view_names
+        self.disjoint = disjoint or set()   # views whose shards' changes never share a row
         self.spark = None   # the daemon's session (its streams hold the query's progress)
 
     def __call__(self, df, batch_id: int) -> None:
@@ -195,7 +209,7 @@ class ShardSinkWriter:
                     ts = t_ if ts is None else max(ts, t_)
             else:
                 parts[view].append(pickle.loads(raw))
-        changes = {v: merge_changes(p) for v, p in parts.items() if p}
+        changes = {v: merge_changes(p, v in self.disjoint) for v, p in parts.items() if p}
         changes = {v: c for v, c in changes.items() if c}
         t_merge = time.monotonic()
         for s in self.sinks:
@@ -246,8 +260,8 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
     from .state import compile_defs
 
     types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
-    for d in defs:   # refuse what cannot be split before anything starts
-        ViewRouter(d, types, cfg.shards)
+    # refuse what cannot be split before anything starts
+    disjoint = {d.name for d in defs if ViewRouter(d, types, cfg.shards).disjoint}
     # the sinks' layouts come from the unrewritten views (same columns, same types)
     views = compile_defs(defs, types)
     layouts = {d.name: view_layout(views[d.name], pg_schema, d.types) for d in defs}
@@ -261,6 +275,6 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
     df = (reader.format("ivm-cdc-shards")
           .option("shardSpec", shard_spec(defs, types, cfg.shards, cfg.checkpoint, cfg.snapshot_every))
           .load())
-    writer = ShardSinkWriter(sinks, status, [d.name for d in defs])
+    writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint)
     writer.spark = spark
     return df.writeStream.foreachBatch(writer)
