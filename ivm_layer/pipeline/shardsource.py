@@ -2,10 +2,12 @@
 
 With ``--shards N`` the changes of a batch are routed where they are planned (the reader's
 process holds the decoded transactions; :class:`.shards.ViewRouter` per view), into one input
-partition per shard that has rows in the batch. A partition is read by a Python worker that
-applies it to that shard's engines (one per view) and yields the views' changes: no shuffle,
-no state store, no per-batch re-serialization of a shard. Each Python worker keeps the
-engines it ran in memory (:func:`shard_engine`) between batches.
+partition (task) per shard that has rows in the batch. A task is run by a Python worker that
+applies one shard's rows to that shard's engines (one per view) and yields the views'
+changes: no shuffle, no state store, no per-batch re-serialization of a shard. Each Python
+worker keeps the engines it ran in memory (:func:`shard_engine`) between batches, and a task
+claims the shard its worker holds (:func:`claim_shard`; Spark places tasks on any free
+worker), so shards stay where they are.
 
 Durability: every engine writes, per batch it applies, its consolidated delta to
 ``<checkpoint>/shards/<view>/<shard>/log-<end LSN>`` (atomically, before the batch's output
@@ -53,13 +55,15 @@ class ShardSnapshot(InputPartition):
 
 
 class ShardChanges(InputPartition):
-    """One shard's part of a change batch: ``items[view] = [(lsn, seq, atom table, sign, row)]``
-    in stream order; ``rows`` = routed rows, ``lsn``/``ts`` = the batch's last end LSN and
+    """Task ``index`` of a change batch planned as ``nonce``: ``parts[shard] = (items, rows)``
+    for every shard with rows (``items[view] = [(lsn, seq, atom table, sign, row)]`` in stream
+    order, ``rows`` = routed rows); the task applies the shard it claims (:func:`claim_shard`),
+    so a worker keeps the shards it holds. ``lsn``/``ts``: the batch's last end LSN and
     commit time (epoch seconds)."""
 
-    def __init__(self, shard: int, start: int, end: int, items: dict, rows: int, lsn: int, ts: float | None):
-        self.shard, self.start, self.end, self.items = shard, start, end, items
-        self.rows, self.lsn, self.ts = rows, lsn, ts
+    def __init__(self, index: int, nonce: str, start: int, end: int, parts: dict, lsn: int, ts: float | None):
+        self.index, self.nonce, self.start, self.end, self.parts = index, nonce, start, end, parts
+        self.lsn, self.ts = lsn, ts
 
 
 class ShardedCdcDataSource(CdcDataSource):
@@ -102,10 +106,17 @@ class ShardedCdcStreamReader(CdcStreamReader):
             return [ShardSnapshot(k, e, slices) for k in range(self.spec["shards"])] if slices else []
         if e <= s:
             return []
+        import shutil
+
+        # the claims of the batches before (all done: Spark plans a batch after the last one)
+        shutil.rmtree(claims_dir(self.spec), ignore_errors=True)
         return self.route(s, e, self._ensure_feed(s).take(s, e))
 
     def route(self, s: int, e: int, txns) -> list[InputPartition]:
-        """The batch's transactions as one partition per shard that gets rows."""
+        """The batch's transactions as one task per shard that gets rows (each task carries
+        every shard's rows and claims one shard when it runs)."""
+        import uuid
+
         routers = self.routers()
         per: dict[int, dict[int, list]] = {}
         counts: dict[int, int] = {}
@@ -120,7 +131,9 @@ class ShardedCdcStreamReader(CdcStreamReader):
                     for shard, atab in r.route(tb, row):
                         per.setdefault(shard, {}).setdefault(vi, []).append((t.end_lsn, seq, atab, k, row))
                         counts[shard] = counts.get(shard, 0) + 1
-        return [ShardChanges(k, s, e, per[k], counts[k], last_lsn, ts) for k in sorted(per)]
+        parts = {k: (per[k], counts[k]) for k in sorted(per)}
+        nonce = uuid.uuid4().hex
+        return [ShardChanges(i, nonce, s, e, parts, last_lsn, ts) for i in range(len(parts))]
 
     def read(self, partition: InputPartition) -> Iterator:
         import pyarrow as pa
@@ -128,7 +141,7 @@ class ShardedCdcStreamReader(CdcStreamReader):
         from .state import batch_changes, consolidate
 
         routers = self.routers()
-        k = partition.shard
+        k = getattr(partition, "shard", None)
         outs: list[tuple[str, list]] = []
         if isinstance(partition, ShardSnapshot):
             from .pgsource import copy_slice
@@ -148,8 +161,10 @@ class ShardedCdcStreamReader(CdcStreamReader):
                 outs.append((r.defn.name, eng.load_snapshot(partition.end, consolidate(picked.get(vi, ())))))
             ts = None
         else:
-            rows, lsn, ts = partition.rows, partition.lsn, partition.ts
-            for vi, items in partition.items.items():
+            k = claim_shard(partition, self.spec)
+            items_by_view, rows = partition.parts[k]
+            lsn, ts = partition.lsn, partition.ts
+            for vi, items in items_by_view.items():
                 r = routers[vi]
                 eng = shard_engine(self.spec, vi, k, r)
                 outs.append((r.defn.name, eng.run(partition.start, partition.end,
@@ -167,6 +182,54 @@ class ShardedCdcStreamReader(CdcStreamReader):
             res["ts"].append(ts)
         types = [pa.int32(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.float64()]
         yield pa.RecordBatch.from_arrays([pa.array(res[n], t) for n, t in zip(res, types)], names=list(res))
+
+
+def claims_dir(spec: dict) -> str:
+    return os.path.join(spec["checkpoint"], "shards", "claims")
+
+
+def claim_shard(p: ShardChanges, spec: dict) -> int:
+    """The shard task ``p.index`` applies: the one an earlier attempt of the task claimed, else
+    the first free one of: shards this worker holds at the batch's start, shards it holds
+    older, the others (from the task's own index on). A claim is a file
+    ``<nonce>-<shard>`` holding the task index, created whole (hard link) or not at all."""
+    shards = sorted(p.parts)
+    if len(shards) == 1:
+        return shards[0]
+    directory = claims_dir(spec)
+    os.makedirs(directory, exist_ok=True)
+    prefix = f"{p.nonce}-"
+    for name in os.listdir(directory):
+        if name.startswith(prefix) and name[len(prefix):].isdigit():
+            try:
+                with open(os.path.join(directory, name)) as f:
+                    if f.read() == str(p.index):
+                        return int(name[len(prefix):])
+            except FileNotFoundError:
+                continue
+
+    def held(k: int) -> int:
+        engines = [_CACHE.get((spec["checkpoint"], vi, k)) for vi in p.parts[k][0]]
+        if engines and all(e is not None and e.state is not None and e.lsn == p.start for e in engines):
+            return 0
+        return 1 if any(e is not None and e.state is not None for e in engines) else 2
+
+    order = sorted(shards, key=lambda k: (held(k), (shards.index(k) - p.index) % len(shards)))
+    tmp = os.path.join(directory, f".{p.nonce}-{p.index}-{os.getpid()}")
+    with open(tmp, "w") as f:
+        f.write(str(p.index))
+    try:
+        for k in order:
+            try:
+                os.link(tmp, os.path.join(directory, f"{prefix}{k}"))
+                return k
+            except FileExistsError:
+                continue
+    finally:
+        os.unlink(tmp)
+    from ..errors import IVMError
+
+    raise IVMError(f"task {p.index} of the batch ending at LSN {p.end:X} found every shard claimed")
 
 
 # -- the shard engines (in the Python workers) ----------------------------------------------
