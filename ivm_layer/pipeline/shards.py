@@ -199,10 +199,13 @@ class ShardSinkWriter:
         t_spark = time.monotonic()
         parts: dict[str, list] = {v: [] for v in self.views}
         rows_in, lsn, ts = 0, None, None
-        for view, raw, delta, l_, t_ in zip(frame["view"], frame["changes"], frame["delta"], frame["lsn"],
-                                            frame["ts"]):
+        work, catchup = [0.0], [0.0]
+        for view, raw, delta, l_, t_, w_, c_ in zip(frame["view"], frame["changes"], frame["delta"], frame["lsn"],
+                                                    frame["ts"], frame["work"], frame["catchup"]):
             if view is None:
                 rows_in += delta
+                work.append(w_ or 0.0)
+                catchup.append(c_ or 0.0)
                 if l_ is not None:
                     lsn = l_ if lsn is None else max(lsn, l_)
                 if t_ is not None and not math.isnan(t_):
@@ -219,7 +222,9 @@ class ShardSinkWriter:
         secs = t_end - t0
         # the Spark jobs (read, route, shards) run inside toArrow; then the merge, the sinks
         split = {"spark": round(t_spark - t0, 3), "merge": round(t_merge - t_spark, 3),
-                 "sinks": round(t_end - t_merge, 3)}
+                 "sinks": round(t_end - t_merge, 3),
+                 # inside "spark": the longest shard task, the engines' catching up in all tasks
+                 "longest_task": round(max(work), 3), "catch_up": round(sum(catchup), 3)}
         behind = round(max(0.0, time.time() - ts), 3) if ts else 0.0
         import logging
 

@@ -36,7 +36,9 @@ from .source import CdcDataSource, CdcStreamReader
 NAME = "ivm-cdc-shards"
 #: per shard and batch: one row per view with its change (pickled as one list; ``delta`` = its
 #: length) and one bookkeeping row (``view`` NULL, ``delta`` = the rows routed to the shard)
-OUT_SCHEMA = "key INT, view STRING, changes BINARY, delta BIGINT, lsn BIGINT, ts DOUBLE"
+#: (its ``work``: seconds in the task, ``catchup``: of which bringing engines to the batch's start)
+OUT_SCHEMA = ("key INT, view STRING, changes BINARY, delta BIGINT, lsn BIGINT, ts DOUBLE, work DOUBLE, "
+              "catchup DOUBLE")
 
 
 def shard_spec(defs, types: dict, shards: int, checkpoint: str, snapshot_every: int) -> str:
@@ -136,10 +138,14 @@ class ShardedCdcStreamReader(CdcStreamReader):
         return [ShardChanges(i, nonce, s, e, parts, last_lsn, ts) for i in range(len(parts))]
 
     def read(self, partition: InputPartition) -> Iterator:
+        import time
+
         import pyarrow as pa
 
         from .state import batch_changes, consolidate
 
+        t_task = time.monotonic()
+        catchup = 0.0
         routers = self.routers()
         k = getattr(partition, "shard", None)
         outs: list[tuple[str, list]] = []
@@ -169,7 +175,9 @@ class ShardedCdcStreamReader(CdcStreamReader):
                 eng = shard_engine(self.spec, vi, k, r)
                 outs.append((r.defn.name, eng.run(partition.start, partition.end,
                                                   lambda base, items=items: batch_changes(items, base))))
-        res: dict[str, list] = {"key": [], "view": [], "changes": [], "delta": [], "lsn": [], "ts": []}
+                catchup += eng.catchup_seconds
+        res: dict[str, list] = {"key": [], "view": [], "changes": [], "delta": [], "lsn": [], "ts": [],
+                                "work": [], "catchup": []}
         for view, change in [*outs, (None, None)]:
             if view is not None and not change:
                 continue
@@ -180,7 +188,10 @@ class ShardedCdcStreamReader(CdcStreamReader):
             res["delta"].append(rows if change is None else len(change))
             res["lsn"].append(lsn)
             res["ts"].append(ts)
-        types = [pa.int32(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.float64()]
+            res["work"].append(time.monotonic() - t_task if change is None else None)
+            res["catchup"].append(catchup if change is None else None)
+        types = [pa.int32(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.float64(), pa.float64(),
+                 pa.float64()]
         yield pa.RecordBatch.from_arrays([pa.array(res[n], t) for n, t in zip(res, types)], names=list(res))
 
 
@@ -255,6 +266,7 @@ class ShardEngine:
         self.state = None
         self.lsn: int | None = None          # the end LSN of the last batch in ``state``
         self.last: tuple | None = None       # (start, end, output) of the last batch run here
+        self.catchup_seconds = 0.0           # of the last run: bringing the engine to its start
 
     def _fresh(self):
         from .state import EngineState
@@ -299,11 +311,16 @@ class ShardEngine:
     def run(self, start: int, end: int, make_changes) -> list:
         """Apply the batch ``(start, end]`` (its changes: ``make_changes(base rows)``), log it,
         snapshot now and then; the view's change."""
+        import time
+
         from .state import encode_changes, write_atomic
 
+        self.catchup_seconds = 0.0
         if self.lsn == end and self.last is not None and self.last[:2] == (start, end):
             return self.last[2]   # the same batch read again
+        t0 = time.monotonic()
         self.at(start)
+        self.catchup_seconds = time.monotonic() - t0
         changes = make_changes(self.state.base)
         self.last = None
         try:
