@@ -298,8 +298,10 @@ class ShardEngine:
             if not snaps:
                 from ..errors import IVMError
 
-                raise IVMError(f"shard state {self.dir} has no snapshot at or before LSN {lsn:X}: "
-                               "the checkpoint is damaged; use a new --checkpoint")
+                why = ("is missing (a checkpoint of an older version, whose shards kept their state in "
+                       "Spark's state store?)") if not os.path.isdir(self.dir) else \
+                    f"has no snapshot at or before LSN {lsn:X} (the checkpoint is damaged)"
+                raise IVMError(f"the shard state {self.dir} {why}: start with a new --checkpoint")
             self.state = self._fresh()
             self.state.load(self._read("snap-", snaps[-1]))
             self.lsn = snaps[-1]
