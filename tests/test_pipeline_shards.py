@@ -247,3 +247,38 @@ def test_two_shards_kill9_restart_is_exact(pg_url, tmp_path):
         for p in (d, d2):
             if p is not None and p.proc.poll() is None:
                 p.kill9()
+
+
+def test_tasks_claim_the_shard_their_worker_holds(tmp_path):
+    """Spark runs a batch's tasks on whichever workers are free: task 0 on the worker holding
+    shard 1 claims shard 1 (no catching up), task 1 then gets shard 0; a retried task gets the
+    shard its first attempt claimed."""
+    from connectors.pgoutput import Transaction
+    from ivm_layer.pipeline import shardsource
+    from ivm_layer.pipeline.state import ViewDef
+
+    d = ViewDef("v", "SELECT r.a, r.k, s.x FROM r JOIN s ON r.k = s.k", True, ["r", "s"])
+    spec = shardsource.shard_spec([d], TYPES, 2, str(tmp_path), snapshot_every=100)
+    reader = shardsource.ShardedCdcStreamReader({"url": "postgresql://unused", "slot": "s", "publication": "p",
+                                                 "tables": "r,s", "shardSpec": spec})
+    router = reader.routers()[0]
+    now = datetime.datetime.now(datetime.UTC)
+    saved = shardsource._CACHE
+    workers: list[dict] = [{}, {}]
+    try:
+        for k in range(2):   # worker k holds shard k at LSN 100
+            shardsource._CACHE = workers[k]
+            shardsource.shard_engine(reader.spec, 0, k, router).load_snapshot(100, {})
+        t = Transaction(xid=1, final_lsn=110, commit_lsn=110, end_lsn=110, commit_time=now)
+        t.changes["r"] = [((i, i), 1) for i in range(40)]   # rows for both shards
+        tasks = reader.route(100, 110, [t])
+        assert [p.index for p in tasks] == [0, 1]
+        claimed = []
+        for p, w in zip(tasks, (1, 0)):   # task 0 on worker 1, task 1 on worker 0
+            shardsource._CACHE = workers[w]
+            claimed.append(shardsource.claim_shard(p, reader.spec))
+        assert claimed == [1, 0]
+        shardsource._CACHE = workers[0]   # a retry of task 0, elsewhere: its first claim
+        assert shardsource.claim_shard(tasks[0], reader.spec) == 1
+    finally:
+        shardsource._CACHE = saved
