@@ -15,12 +15,16 @@
     .venv/bin/python bench/daemon_measure.py [--changes 50000] [--shards 1] [--view 3way|simple]
         [--quick] [--shared-buffers 512MB] [--out result.json]
 
-``--shards 2`` runs the same with two shards (compare the per-batch figures with one shard).
+``--shards 2`` runs the same with two shards; ``--shards 1,2`` runs one shard, then two, on the
+same server (``daemon_shards_1``, ``daemon_shards_2``); ``--standalone`` starts a Spark
+standalone master with two one-core workers on 127.0.0.1 (bench/standalone_cluster.py) and
+runs on it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import sys
@@ -196,7 +200,9 @@ def measure_session(cluster: Cluster, n: int, tmp: str, select: str) -> dict:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--changes", type=int, default=50_000)
-    ap.add_argument("--shards", type=int, default=1)
+    ap.add_argument("--shards", default="1", help="shards, or a list to compare: 1,2")
+    ap.add_argument("--standalone", action="store_true",
+                    help="start a Spark standalone master with two one-core workers on 127.0.0.1 and use it")
     ap.add_argument("--idle", type=float, default=10.0, help="seconds of idle measurement")
     ap.add_argument("--no-session", action="store_true", help="skip the in-process session comparison")
     ap.add_argument("--master", default="local[2]", help="Spark master, e.g. spark://127.0.0.1:7077")
@@ -211,10 +217,19 @@ def main() -> None:
     if args.shared_buffers:  # the test cluster's 64MB is small for a table of millions of view rows
         SERVER_SETTINGS["shared_buffers"] = args.shared_buffers
     res["shared_buffers"] = SERVER_SETTINGS["shared_buffers"]
-    with Cluster() as cluster:
+    with Cluster() as cluster, contextlib.ExitStack() as stack:
         cluster.wait_ready()
+        if args.standalone:   # a master and two one-core workers on 127.0.0.1, started here
+            from standalone_cluster import standalone_cluster
+
+            args.master = res["master"] = stack.enter_context(standalone_cluster(workers=2))
         tmp = tempfile.mkdtemp(prefix="ivm-measure-")
-        res["daemon"] = measure_daemon(cluster, args, tmp)
+        shard_counts = [int(x) for x in str(args.shards).split(",")]
+        for n in shard_counts:   # --shards 1,2: each next to the other, on the same cluster
+            args.shards = n
+            key = "daemon" if len(shard_counts) == 1 else f"daemon_shards_{n}"
+            os.makedirs(os.path.join(tmp, f"shards-{n}"))
+            res[key] = measure_daemon(cluster, args, os.path.join(tmp, f"shards-{n}"))
         if not args.no_session:
             res["session"] = measure_session(cluster, args.changes, tmp, SELECTS[args.view])
     print(json.dumps(res, indent=1))

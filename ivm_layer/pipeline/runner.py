@@ -293,13 +293,12 @@ def run(cfg: DaemonConfig) -> int:
               .option("tables", ",".join(tables)).option("maxChangesPerBatch", str(cfg.max_changes_per_batch))
               .option("snapshotPartitionRows", str(cfg.snapshot_partition_rows))
               .option("statePath", engine_dir).option("sparkCheckpoint", spark_ckpt))
-    df = reader.load()
     if engine is not None:
-        writer = df.writeStream.foreachBatch(engine)
+        writer = reader.load().writeStream.foreachBatch(engine)
     else:
         from .shards import sharded_writer
 
-        writer = sharded_writer(spark, df, cfg, defs, schema, sinks, status)
+        writer = sharded_writer(spark, reader, cfg, defs, schema, sinks, status)
     writer = writer.option("checkpointLocation", spark_ckpt).queryName(cfg.name)
     secs = cfg.trigger_seconds
     writer = writer.trigger(availableNow=True) if secs is None else writer.trigger(processingTime=f"{secs} seconds")
