@@ -16,7 +16,7 @@ from ivm_layer.errors import IVMError
 from ivm_layer.pipeline.cli import build_parser, config_from_args
 from ivm_layer.pipeline.config import ConfigError, parse_trigger
 from ivm_layer.pipeline.state import batch_changes
-from ivm_layer.pipeline.shards import (
+from ivm_layer.pipeline.routing import (
     ViewRouter,
     grid_shares,
     rewrite_per_atom,

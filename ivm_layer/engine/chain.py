@@ -30,7 +30,8 @@ from typing import TYPE_CHECKING, Any
 from .pairaxis import PairAxis, suffix
 
 if TYPE_CHECKING:
-    from .trep import RNode, TRep, Virtual
+    from .rnode import Host, RNode
+    from .virtual import Virtual
 
 
 def _key_fn(bounds: Callable, lower: bool) -> Callable[[tuple], Any]:
@@ -88,7 +89,7 @@ class Chain:
         "z_lower",
     )
 
-    def __init__(self, trep: TRep, v: Virtual, gs: RNode, mr: RNode, d_var: str,
+    def __init__(self, trep: Host, v: Virtual, gs: RNode, mr: RNode, d_var: str,
                  x_bounds: Callable, x_lower: bool, z_bounds: Callable, z_lower: bool):
         self.trep, self.v, self.p1, self.gs, self.mr, self.gt = trep, v, v.m, gs, mr, v.g
         self.axis = PairAxis()

@@ -19,10 +19,10 @@ from ..errors import ConcurrentModificationError
 from .predicates import key_expr
 
 if TYPE_CHECKING:
-    from .trep import RNode, TRep
+    from .rnode import Host, RNode
 
 
-def gen_enum(trep: "TRep", atom: int | None, batch: bool = False) -> tuple[str, dict]:
+def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, dict]:
     """Generate the nested loops of Algorithm 1 over N (pre-order), as Python source.
 
     Children's group lookups are hoisted to their parent's level (each is probed once per

@@ -34,11 +34,19 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .groups import OrderedGroup
-from .predicates import compile_bounds, flip_all, key_fn, oriented_cross, projector, split_on_sort_var
+from .predicates import (
+    compile_bounds,
+    flip_all,
+    key_fn,
+    oriented_cross,
+    projector,
+    split_on_sort_var,
+)
 
 if TYPE_CHECKING:
     from .index import Index
-    from .trep import RNode, TRep, Virtual
+    from .rnode import Host, RNode
+    from .virtual import Virtual
 
 
 class KeyedChain:
@@ -48,7 +56,7 @@ class KeyedChain:
                  "r_groups", "s_groups", "t_groups", "proj_s", "a_bounds", "x_bounds", "x_lower",
                  "z_bounds", "z_lower", "z_key", "z_proj", "y_key", "y_bounds", "last", "zp_bounds")
 
-    def __init__(self, trep: TRep, v: Virtual, f: RNode, nodes: list[RNode], d_var: str,
+    def __init__(self, trep: Host, v: Virtual, f: RNode, nodes: list[RNode], d_var: str,
                  proj_s: Callable, a_bounds: Callable, x_bounds: Callable, x_lower: bool,
                  z_bounds: Callable, z_lower: bool, z_key: Callable, z_proj: Callable,
                  zp_bounds: Callable):
@@ -251,7 +259,7 @@ class KeyedChain:
                 "which do not exist)")
 
 
-def find_keyed_chain(trep: TRep) -> KeyedChain | None:
+def find_keyed_chain(trep: Host) -> KeyedChain | None:
     """The keyed chain of ``trep`` whose frontier's ρ can be derived, or None.
 
     Shape: the derived top join p (one inequality) joins the T side on a non-empty key K;

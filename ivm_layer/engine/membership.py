@@ -12,7 +12,8 @@ from __future__ import annotations
 from typing import Any
 
 from .groups import HashGroup
-from .trep import RNode, TRep
+from .rnode import RNode
+from .trep import TRep
 
 
 class Membership:

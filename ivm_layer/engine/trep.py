@@ -22,77 +22,23 @@ from typing import Any, Callable, Iterator
 
 from ..planner import Plan
 from ..planner.gjt import Node
-from ..query import Predicate
 from .chain import Chain
-from .keyedchain import KeyedChain, find_keyed_chain
-from .pairaxis import CHUNK as PAIR_CHUNK
-from .index import Index
 from .enumgen import gen_enum
-from .predicates import (compile_bounds, compile_cross_check, compile_filter, flip_all, key_fn, oriented_cross,
-                         projector, split_on_sort_var)
-
-
-class RNode:
-    """Runtime data of one GJT node.
-
-    ``form`` is the layout of the tuples this node's deltas and indexes carry and ``pos``
-    maps variables to positions in it. A *fused* node is a projection (single child): it
-    carries its child's tuples unchanged and reads its own variables through ``pos``, so a
-    chain leaf → projection costs no extra tuples, dicts or loop levels. Where distinct
-    projected tuples matter (the frontier's output, a sibling's probe) the index projects.
-    """
-
-    __slots__ = ("node", "id", "form", "pos", "own", "own_pos", "fused", "parent", "children",
-                 "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
-                 "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
-                 "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds", "kchain",
-                 "weight")
-
-    def __init__(self, node: Node, form: list[str], fused: bool):
-        self.node = node
-        self.id = node.id
-        self.form = form
-        self.pos = {v: i for i, v in enumerate(form)}
-        self.own = sorted(node.vars) if not node.is_leaf else list(form)
-        self.own_pos = {v: i for i, v in enumerate(self.own)}
-        self.fused = fused
-        self.parent: RNode | None = None
-        self.children: list[RNode] = []
-        self.sibling: RNode | None = None
-        self.in_n = False
-        self.frontier = False
-        self.is_guard = False
-        self.filter: Callable[[tuple], bool] | None = None
-        self.indexes: list[Index] = []
-        self.appliers: list = []  # bound Index.apply of self.indexes (hot path)
-        self.up: Callable[[dict], dict] | None = None
-        self.p_index: Index | None = None  # P_n for enumeration
-        self.p_key_vars: list[str] = []
-        self.p_bounds = None  # f(parent tuple) -> (lo, li, hi, hii) for ordered P_n
-        self.p_resid = None  # f(own tuple as enumerated, parent tuple): predicates not covered by the order
-        self.p_check = None  # f(delta-form tuple, parent tuple): all edge predicates (delta enumeration)
-        self.enum_pos: dict[str, int] = self.pos  # layout of the tuples full enumeration yields
-        self.atom: int | None = node.atom
-        # The virtual top join (see TRep): on that node, its ``Virtual``; on its children, the
-        # sibling's index they probe, their key into it and (non-guard child) its range bounds.
-        self.virtual: Virtual | None = None
-        self.v_index: Index | None = None
-        self.v_key = None
-        self.v_bounds = None
-        self.p_sort_pos: int | None = None  # position (in ``pos``) of the variable P_n is ordered on
-        # A derived lower join (engine/chain.py): on that node, its ``Chain``; ``e_bounds`` is
-        # then its full-enumeration range (``p_bounds`` cut to the d's with a partner).
-        self.chain: Chain | None = None
-        self.e_bounds = None
-        # A keyed chain with a derived frontier (engine/keyedchain.py): on its frontier node
-        # and on the derived top join, its ``KeyedChain``; ``weight`` (on the top of the
-        # frontier's fused chain) multiplies the ρ_S read from P_n by the R partners' count.
-        self.kchain: KeyedChain | None = None
-        self.weight = None
-
-
-def _identity(delta: dict) -> dict:
-    return delta
+from .index import Index
+from .keyedchain import find_keyed_chain
+from .pairaxis import CHUNK as PAIR_CHUNK
+from .predicates import (
+    compile_bounds,
+    compile_cross_check,
+    compile_filter,
+    flip_all,
+    key_fn,
+    oriented_cross,
+    projector,
+    split_on_sort_var,
+)
+from .rnode import RNode
+from .virtual import Virtual
 
 
 class TRep:
@@ -481,6 +427,10 @@ class TRep:
         return sum(idx.size() for idx in self._index_by_spec.values())
 
 
+def _identity(delta: dict) -> dict:
+    return delta
+
+
 def _make_filter(pfilter):
     def up(delta):
         return {t: d for t, d in delta.items() if pfilter(t)}
@@ -638,81 +588,3 @@ def _sweep(g, entries, out: dict) -> None:
         if cnt:
             for u, m in b.items():
                 out[u] = get(u, 0) + w * m
-
-
-class Virtual:
-    """ρ of the top join node p, derived on demand (see :meth:`TRep._find_virtual`).
-
-    Kept: ``counts`` — per group key k (the variables g and m share), Σ_t ρ_p(t) over k's
-    tuples, nonzero entries only; their sum is the view's count. Read: g's index ordered on
-    p's side of the inequality (the one m's updates probe) and m's index ordered on m's side
-    (the one g's updates probe). Deltas of p are built only for delta enumeration, whose
-    output they are proportional to."""
-
-    __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain",
-                 "kchain")
-
-    def __init__(self, trep: TRep, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
-        self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
-        self.counts: dict = {}
-        self.chain: Chain | None = None  # m's ρ derived too (engine/chain.py)
-        self.kchain: KeyedChain | None = None  # m's frontier derived (engine/keyedchain.py)
-        # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
-        # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
-        self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")
-
-    def finish(self) -> None:
-        self.g_groups = self.m.v_index.groups  # π_var(p) ρ_g, grouped by k, ordered on p's variable
-        # ρ_m, grouped by k, ordered on m's variable (not stored when m is a derived chain)
-        self.m_groups = self.g.v_index.groups if self.g.v_index is not None else None
-        self.p_key = self.g.v_key
-
-    def update(self, n: RNode, delta: dict, record: dict | None) -> bool:
-        """Apply child n's delta to the counts (and the root count). Returns True if the view
-        may have changed."""
-        counts = self.counts
-        dc = 0
-        pd = None
-        if n is self.g:
-            pd = n.up(delta)  # one p tuple per delta tuple, weighted by its range sum
-            key = self.p_key
-            for t, v in pd.items():
-                if not v:
-                    continue
-                k = key(t)
-                c = counts.get(k, 0) + v
-                if c:
-                    counts[k] = c
-                else:
-                    del counts[k]
-                dc += v
-        else:
-            groups = self.g_groups
-            key = n.v_key
-            bounds = n.v_bounds
-            for u, d in delta.items():
-                k = key(u)
-                grp = groups.get(k)
-                if grp is None:
-                    continue
-                w = grp.range_sum(*bounds(u)) if bounds is not None else grp.total
-                if not w:
-                    continue
-                w = d * w
-                c = counts.get(k, 0) + w
-                if c:
-                    counts[k] = c
-                else:
-                    del counts[k]
-                dc += w
-            if record is not None and self.p.in_n:
-                pd = n.up(delta)  # the fan-out, only to enumerate the change
-        trep = self.trep
-        if record is not None:
-            if self.p.in_n and pd is not None:
-                record[self.p.id] = pd
-            if dc or pd:
-                record[trep.root.id] = {(): dc} if dc else {}
-        if dc:
-            trep.count += dc
-        return bool(dc) or bool(pd)

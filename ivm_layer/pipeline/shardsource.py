@@ -1,7 +1,7 @@
 """``ivm-cdc-shards``: the ``ivm-cdc`` source whose input partitions ARE the shards.
 
 With ``--shards N`` the changes of a batch are routed where they are planned (the reader's
-process holds the decoded transactions; :class:`.shards.ViewRouter` per view), into one input
+process holds the decoded transactions; :class:`.routing.ViewRouter` per view), into one input
 partition (task) per shard that has rows in the batch. A task is run by a Python worker that
 applies one shard's rows to that shard's engines (one per view) and yields the views'
 changes: no shuffle, no state store, no per-batch re-serialization of a shard. Each Python
@@ -94,7 +94,7 @@ class ShardedCdcStreamReader(CdcStreamReader):
 
     def routers(self):
         if self._routers is None:
-            from .shards import ViewRouter
+            from .routing import ViewRouter
             from .state import ViewDef
 
             self._routers = [ViewRouter(ViewDef(v["name"], v["sql"], v["materialized"], v["tables"]),
