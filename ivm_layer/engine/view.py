@@ -13,9 +13,10 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
+from .batches import leaf_deltas, probe_row, read_batch
 from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
-from .values import canonical_row
 from .trep import TRep
+from .values import canonical_row
 
 Change = list[tuple[tuple, int]]
 
@@ -122,7 +123,7 @@ class View:
         materialized result (not free-connex). Updating the view while this iterator is
         open makes its next step raise :class:`ConcurrentModificationError`."""
         if self._materialized is not None:
-            return self._iter_materialized()
+            return materialized_rows(self._materialized, self._distinct, self._trep)
         return self._trep.enumerate()
 
     def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
@@ -138,18 +139,7 @@ class View:
         """The multiplicity of ``row`` in the view (0 if absent; 1 for a DISTINCT view's row).
         O(1) for a free-connex view (one probe per node of N, 002 §3), a dict lookup for a
         materialized result."""
-        if not isinstance(row, tuple):
-            if isinstance(row, (str, bytes)) or not isinstance(row, Iterable):
-                raise IVMError(f"contains() takes a row tuple of {len(self.columns)} values, got {row!r}")
-            row = tuple(row)
-        if len(row) != len(self.columns):
-            raise IVMError(f"contains() takes a row of {len(self.columns)} values "
-                           f"({', '.join(self.columns)}), got {len(row)}")
-        row = canonical_row(row)
-        try:
-            hash(row)
-        except TypeError:
-            raise IVMError(f"row {row!r} has an unhashable value") from None
+        row = probe_row(row, self.columns)
         if self._materialized is not None:
             k = self._materialized.get(row, 0)
             return (1 if k else 0) if self._distinct else k
@@ -160,19 +150,6 @@ class View:
 
             self._membership = Membership(self._trep)
         return self._membership.multiplicity(row)
-
-    def _iter_materialized(self) -> Iterator[tuple[tuple, int]]:
-        from ..errors import ConcurrentModificationError
-
-        v0 = self._trep.version
-        items = self._materialized.items()
-        if self._distinct:
-            items = ((row, 1) for row in self._materialized)
-        for item in items:
-            yield item
-            if self._trep.version != v0:
-                raise ConcurrentModificationError(
-                    "the view was updated while this enumeration was open; take list(view.rows()) first")
 
     def __iter__(self) -> Iterator[tuple]:
         for row, k in self.rows():
@@ -284,60 +261,9 @@ class View:
         return store
 
     def _validate(self, batch: Mapping) -> list[tuple[str, dict[tuple, int]]]:
-        """Consolidate and check a batch against the schema and the stored rows (no mutation).
-
-        Spellings of one table (``"r"``, ``"R"``) are consolidated under one name before
-        deletes are checked; NaNs in rows become the engine's one SQL NaN."""
-        if not isinstance(batch, Mapping):
-            raise UpdateError("a batch is a mapping {table: [(row, k), …]}; no change was applied")
-        merged: dict[str, dict[tuple, int]] = {}
-        spelled: dict[str, Any] = {}
-        for table, changes in batch.items():
-            name = str(table).lower()
-            arity = self._arity.get(name)
-            if arity is None:
-                raise UpdateError(f"unknown table {table!r}; the schema has {', '.join(self._arity)}; "
-                                  "no change was applied")
-            if changes is None or isinstance(changes, (str, bytes, Mapping)) or not isinstance(changes, Iterable):
-                raise UpdateError(f"the changes of table {table!r} must be a list of (row, k) pairs, "
-                                  f"got {changes!r}; no change was applied")
-            spelled.setdefault(name, table)
-            consolidated = merged.setdefault(name, {})
-            try:
-                items = list(changes)
-            except Exception as e:  # noqa: BLE001 - any failure of a caller's iterable
-                raise UpdateError(f"reading the changes of table {table!r} failed ({type(e).__name__}: {e}); "
-                                  "no change was applied") from None
-            for item in items:
-                try:
-                    row, k = item
-                except (TypeError, ValueError):
-                    raise UpdateError(f"batch entries are (row, k) pairs, got {item!r}; no change was applied") from None
-                if not isinstance(row, tuple):
-                    if isinstance(row, (str, bytes, Mapping)) or not isinstance(row, Iterable):
-                        raise bad_row(name, row, arity)
-                    row = tuple(row)
-                if len(row) != arity:
-                    raise bad_row(name, row, arity)
-                if not isinstance(k, int) or isinstance(k, bool):
-                    raise UpdateError(f"multiplicity {k!r} must be an int; no change was applied")
-                try:
-                    row = canonical_row(row)
-                    consolidated[row] = consolidated.get(row, 0) + k
-                except TypeError:
-                    raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
-        out: list[tuple[str, dict[tuple, int]]] = []
-        for name, consolidated in merged.items():
-            store = self._store(name)
-            if store is not None:
-                for row, k in consolidated.items():
-                    if k < 0 and store.get(row, 0) + k < 0:
-                        have = store.get(row, 0)
-                        raise UpdateError(
-                            f"cannot delete {-k} cop{'y' if k == -1 else 'ies'} of {row!r} from {spelled[name]!r}: "
-                            f"{'it is not present' if not have else f'only {have} present'}; no change was applied")
-            out.append((name, {r: k for r, k in consolidated.items() if k}))
-        return out
+        """Consolidate and check a batch against the schema and the stored rows (no mutation):
+        :func:`~ivm_layer.engine.batches.read_batch`."""
+        return read_batch(batch, self._arity, self._store)
 
     def _prepare(self, batch: Mapping) -> list:
         """Phase 1: validate, compute every leaf delta, check value kinds. Raises; mutates nothing
@@ -350,27 +276,7 @@ class View:
             pending = {}
         steps = []
         for name, changes in validated:
-            per_atom = []
-            for ex in self._extractors.get(name, ()):
-                delta: dict[tuple, int] = {}
-                weight = self._weights.get(ex.atom) if self._weights else None
-                for row, k in changes.items():
-                    t = ex.leaf_tuple(row, pending)
-                    if t is None:
-                        continue
-                    if weight is not None:
-                        try:
-                            w = weight(row)
-                        except (TypeError, ArithmeticError) as e:
-                            raise UpdateError(f"row {row!r} of {name!r}: an aggregate cannot compute its value "
-                                              f"({e}); no change was applied") from None
-                        if not w:
-                            continue
-                        k = k * w
-                    delta[t] = delta.get(t, 0) + k
-                delta = {t: k for t, k in delta.items() if k}
-                if delta:
-                    per_atom.append((ex.atom, delta))
+            per_atom = leaf_deltas(self._extractors.get(name, ()), self._weights, name, changes, pending)
             core_steps = None
             if self._core is not None and name in self._core._extractors:
                 core_steps = self._core._prepare_validated([(name, changes)], pending)
@@ -439,6 +345,20 @@ class Prepared:
         self.view = view
         self.version = version
         self.steps = steps
+
+
+def materialized_rows(counts: dict[tuple, int], distinct: bool, trep: Any) -> Iterator[tuple[tuple, int]]:
+    """The (row, k) pairs of a materialized result (k = 1 for a DISTINCT view); raises
+    ConcurrentModificationError when the view changes while the enumeration is open."""
+    from ..errors import ConcurrentModificationError
+
+    v0 = trep.version
+    items = ((row, 1) for row in counts) if distinct else counts.items()
+    for item in items:
+        yield item
+        if trep.version != v0:
+            raise ConcurrentModificationError(
+                "the view was updated while this enumeration was open; take list(view.rows()) first")
 
 
 def chunked_rows(items: Iterable, size: int, trep: Any) -> Iterator[list]:
