@@ -36,7 +36,8 @@ from .exact import EXACT, numeric_avg
 from .leaves import value_kind
 from .scalar import SCALAR_TAGS, compile_scalar
 from .values import canonical
-from .view import Prepared, View, chunked_rows as _chunks, subscribe_to
+from .view import Prepared, View, subscribe_to
+from .view import chunked_rows as _chunks
 
 Change = list[tuple[tuple, int]]
 

@@ -1,6 +1,6 @@
 """A derived chain: the join below the derived top join is not stored either (Q4/Q7 of 000).
 
-Shape (see :meth:`TRep._find_chain`): the root's child p is derived (:class:`Virtual`) with
+Shape (see :func:`find_chain`): the root's child p is derived (:class:`Virtual`) with
 guard T (z) and non-guard p1; p1 joins its guard S (y) and a non-guard R (x); both edges carry
 one inequality on the same variable d of p1 and no equality. Then
 
@@ -28,6 +28,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from .pairaxis import PairAxis, suffix
+from .predicates import compile_bounds, flip_all, oriented_cross, split_on_sort_var
 
 if TYPE_CHECKING:
     from .rnode import Host, RNode
@@ -215,3 +216,43 @@ class Chain:
         if r is None or g is None:
             return None
         return g.edge_in(*r, last=last)
+
+
+def find_chain(trep: Host) -> Chain | None:
+    """The join below the derived top join, when its ρ can be derived too (engine/chain.py).
+
+    Shape: the top join's non-guard child p1 (not fused, no filter, not a frontier of N)
+    joins a guard S and a non-guard R; the edges R–p1 and p1–T each carry one one-sided
+    inequality, both on the same variable d of p1, and no equality (no shared variable)."""
+    v = trep.virtual
+    if v is None or v.pred is None:
+        return None
+    p, p1, gt = v.p, v.m, v.g
+    if p1.fused or len(p1.children) != 2 or p1.filter is not None or p.filter is not None:
+        return None
+    if p1.frontier or (p1.in_n and not all(c.in_n for c in p1.children)):
+        return None
+    if gt.node.vars & p1.node.vars:
+        return None
+    guards = [c for c in p1.children if c.is_guard]
+    if len(guards) != 1 or guards[0].node.preds:
+        return None
+    gs = guards[0]
+    mr = gs.sibling
+    if gs.node.vars & mr.node.vars:
+        return None
+    _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, p1.node)))  # d op a + c
+    _, top, rest2 = split_on_sort_var(oriented_cross(p1.node, p.node))  # d op g + c
+    ops = ("<", "<=", ">", ">=")
+    if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
+        return None
+    if lower[0].left != top[0].left:
+        return None
+    a_var, _, _ = split_on_sort_var(oriented_cross(mr.node, p1.node))
+    c = Chain(trep, v, gs, mr, lower[0].left,
+              compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
+              compile_bounds(top, gt.pos), top[0].op in (">", ">="))
+    c.d_var, c.a_var = lower[0].left, a_var
+    p1.chain = c
+    v.chain = c
+    return c

@@ -1,6 +1,6 @@
 """A keyed chain with a derived frontier (000 Q9: R.a < S.d < T.g, S.k = T.k, R not output).
 
-Shape (see :meth:`TRep._find_keyed_chain`): the derived top join p (:class:`Virtual`) joins
+Shape (see :func:`find_keyed_chain`): the derived top join p (:class:`Virtual`) joins
 the T side ``gt`` (guard) and ``m`` on one inequality ``d θ g`` and an equality key K (the
 variables they share, not empty); m is, through fused projections, the frontier node f of N
 whose children are a guard S (``gs``) and a keyless non-guard R (``mr``) on one inequality

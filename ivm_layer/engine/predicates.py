@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import operator
-from collections import Counter
 import re
+from collections import Counter
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..query import Predicate

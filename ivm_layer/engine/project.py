@@ -18,8 +18,8 @@ from typing import Any
 
 from ..errors import ConcurrentModificationError, UpdateError
 from ..query import ProjectionSpec
-from .scalar import compile_condition, compile_scalar
 from .composite import CompositeView
+from .scalar import compile_condition, compile_scalar
 from .view import Change, Prepared, View, combined_stats
 
 

@@ -22,7 +22,7 @@ from typing import Any, Callable, Iterator
 
 from ..planner import Plan
 from ..planner.gjt import Node
-from .chain import Chain
+from .chain import find_chain
 from .enumgen import gen_enum
 from .index import Index
 from .keyedchain import find_keyed_chain
@@ -38,7 +38,7 @@ from .predicates import (
     split_on_sort_var,
 )
 from .rnode import RNode
-from .virtual import Virtual
+from .virtual import find_virtual
 
 
 class TRep:
@@ -56,8 +56,8 @@ class TRep:
             r.in_n = r.id in plan.in_n
         for r in self.nodes.values():
             r.frontier = r.in_n and not any(c.in_n for c in r.children)
-        self.virtual = self._find_virtual()
-        self.chain = self._find_chain()
+        self.virtual = find_virtual(self)
+        self.chain = find_chain(self)
         self.kchain = find_keyed_chain(self) if self.chain is None else None
         for r in self.nodes.values():
             self._wire(r)
@@ -79,77 +79,6 @@ class TRep:
         self._enum_cache: dict[Any, Callable] = {}
 
     # -- construction -----------------------------------------------------------------
-    def _find_virtual(self) -> "Virtual | None":
-        """The top join node, when ρ of it can be derived on demand instead of stored.
-
-        Shape: the root ({} vars, one child p); p joins a guard g (var(p) ⊆ var(g)) and a
-        non-guard m whose edge carries at most one one-sided inequality and no other
-        predicate. Then ρ_p(t) = ρ_g(t) · Σ{ρ_m(u) : u in t's group, θ(u, t)}: an update of
-        either side changes the view's count by a range sum (O(log n)), nothing is fanned out,
-        and enumeration walks g's group inside the range that the extreme m tuple of the group
-        admits (every tuple there has a partner: constant delay)."""
-        root = self.root
-        if root.node.vars or len(root.children) != 1 or root.filter is not None:
-            return None
-        p = root.children[0]
-        if len(p.children) != 2:
-            return None
-        guards = [c for c in p.children if c.is_guard]
-        if len(guards) != 1:
-            return None
-        g = guards[0]
-        m = g.sibling
-        if g.node.preds:
-            return None
-        cross = flip_all(oriented_cross(m.node, p.node))  # parent_var op m_var + c
-        sort_var, on, rest = split_on_sort_var(cross)
-        if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
-            return None
-        if p.in_n and not (g.in_n and m.in_n):
-            return None
-        v = Virtual(self, p, g, m, on[0] if on else None)
-        p.virtual = v
-        return v
-
-    def _find_chain(self) -> Chain | None:
-        """The join below the derived top join, when its ρ can be derived too (engine/chain.py).
-
-        Shape: the top join's non-guard child p1 (not fused, no filter, not a frontier of N)
-        joins a guard S and a non-guard R; the edges R–p1 and p1–T each carry one one-sided
-        inequality, both on the same variable d of p1, and no equality (no shared variable)."""
-        v = self.virtual
-        if v is None or v.pred is None:
-            return None
-        p, p1, gt = v.p, v.m, v.g
-        if p1.fused or len(p1.children) != 2 or p1.filter is not None or p.filter is not None:
-            return None
-        if p1.frontier or (p1.in_n and not all(c.in_n for c in p1.children)):
-            return None
-        if gt.node.vars & p1.node.vars:
-            return None
-        guards = [c for c in p1.children if c.is_guard]
-        if len(guards) != 1 or guards[0].node.preds:
-            return None
-        gs = guards[0]
-        mr = gs.sibling
-        if gs.node.vars & mr.node.vars:
-            return None
-        _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, p1.node)))  # d op a + c
-        _, top, rest2 = split_on_sort_var(oriented_cross(p1.node, p.node))  # d op g + c
-        ops = ("<", "<=", ">", ">=")
-        if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
-            return None
-        if lower[0].left != top[0].left:
-            return None
-        a_var, _, _ = split_on_sort_var(oriented_cross(mr.node, p1.node))
-        c = Chain(self, v, gs, mr, lower[0].left,
-                  compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
-                  compile_bounds(top, gt.pos), top[0].op in (">", ">="))
-        c.d_var, c.a_var = lower[0].left, a_var
-        p1.chain = c
-        v.chain = c
-        return c
-
     def _build(self, node: Node, is_root: bool = False) -> RNode:
         kids = [self._build(c) for c in node.children]
         fused = len(kids) == 1 and node.children[0].vars > node.vars and not is_root and not node.pinned

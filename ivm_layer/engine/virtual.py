@@ -7,11 +7,12 @@ from __future__ import annotations
 from typing import Any
 
 from ..query import Predicate
+from .predicates import flip_all, oriented_cross, split_on_sort_var
 from .rnode import Host, RNode
 
 
 class Virtual:
-    """ρ of the top join node p, derived on demand (see ``TRep._find_virtual``).
+    """ρ of the top join node p, derived on demand (see :func:`find_virtual`).
 
     Kept: ``counts`` — per group key k (the variables g and m share), Σ_t ρ_p(t) over k's
     tuples, nonzero entries only; their sum is the view's count. Read: g's index ordered on
@@ -86,3 +87,36 @@ class Virtual:
         if dc:
             trep.count += dc
         return bool(dc) or bool(pd)
+
+
+def find_virtual(trep: Host) -> Virtual | None:
+    """The top join node, when ρ of it can be derived on demand instead of stored.
+
+    Shape: the root ({} vars, one child p); p joins a guard g (var(p) ⊆ var(g)) and a
+    non-guard m whose edge carries at most one one-sided inequality and no other
+    predicate. Then ρ_p(t) = ρ_g(t) · Σ{ρ_m(u) : u in t's group, θ(u, t)}: an update of
+    either side changes the view's count by a range sum (O(log n)), nothing is fanned out,
+    and enumeration walks g's group inside the range that the extreme m tuple of the group
+    admits (every tuple there has a partner: constant delay)."""
+    root = trep.root
+    if root.node.vars or len(root.children) != 1 or root.filter is not None:
+        return None
+    p = root.children[0]
+    if len(p.children) != 2:
+        return None
+    guards = [c for c in p.children if c.is_guard]
+    if len(guards) != 1:
+        return None
+    g = guards[0]
+    m = g.sibling
+    if g.node.preds:
+        return None
+    cross = flip_all(oriented_cross(m.node, p.node))  # parent_var op m_var + c
+    sort_var, on, rest = split_on_sort_var(cross)
+    if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
+        return None
+    if p.in_n and not (g.in_n and m.in_n):
+        return None
+    v = Virtual(trep, p, g, m, on[0] if on else None)
+    p.virtual = v
+    return v
