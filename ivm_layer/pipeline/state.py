@@ -21,6 +21,7 @@ never loaded.
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import logging
@@ -254,12 +255,20 @@ class EngineState:
             raise StateError("load() needs an empty state")
         known = set(self.tables)
         statics = {t for d in self.defs for t in d.static}
-        for first in (True, False):
-            part = {t: rows for t, rows in tables.items() if t in known and rows and (t in statics) == first}
-            for view in self.views.values():
-                batch = {t: list(part[t].items()) for t in view.tables if t in part}
-                if batch:
-                    view.apply(batch)
+        # the load allocates millions of long-lived objects and frees none: the cyclic
+        # collector would traverse them again and again for nothing (12-15% of the load)
+        collecting = gc.isenabled()
+        gc.disable()
+        try:
+            for first in (True, False):
+                part = {t: rows for t, rows in tables.items() if t in known and rows and (t in statics) == first}
+                for view in self.views.values():
+                    batch = {t: list(part[t].items()) for t in view.tables if t in part}
+                    if batch:
+                        view.apply(batch)
+        finally:
+            if collecting:
+                gc.enable()
 
 
 def views_fingerprint(defs: list[ViewDef]) -> str:
