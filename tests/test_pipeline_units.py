@@ -3,6 +3,7 @@ batch consolidation (TRUNCATE), sinks' per-batch idempotency, configuration."""
 
 from __future__ import annotations
 
+import os
 import random
 import time
 from collections import Counter
@@ -544,3 +545,30 @@ def test_engine_state_static_tables_rebuild_on_static_writes():
         assert dict(st.views["sv"].rows()) == dict(fresh.rows()) == seen
     assert st.rebuilds["sv"] == 4
     assert isinstance(ViewDef("x", "SELECT 1", False).static, list)
+
+
+def test_spark_class_data_archive_adopted_and_leftovers_removed(tmp_path, monkeypatch):
+    """A finished run's class-data archive is adopted; the archives of other finished runs of
+    the same Spark (never to be used) are removed; a running JVM's is left alone."""
+    import subprocess
+
+    from ivm_layer.pipeline import spark
+
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    monkeypatch.delenv("IVM_SPARK_FAST_START", raising=False)
+    d = spark.cds_dir()
+    os.makedirs(d, mode=0o700)
+    final = os.path.join(d, f"spark-{spark._archive_key()}.jsa")
+    dead = []
+    for _ in range(2):
+        p = subprocess.Popen(["true"])
+        p.wait()
+        dead.append(p.pid)
+    for pid in dead + [os.getpid()]:
+        with open(f"{final}.{pid}.tmp", "w") as f:
+            f.write(str(pid))
+    opts = spark.driver_java_options()
+    assert f"-XX:SharedArchiveFile={final}" in opts.split()
+    with open(final) as f:
+        assert int(f.read()) in dead
+    assert sorted(os.listdir(d)) == sorted([os.path.basename(final), f"{os.path.basename(final)}.{os.getpid()}.tmp"])

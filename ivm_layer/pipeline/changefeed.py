@@ -34,6 +34,21 @@ log = logging.getLogger("ivm.daemon")
 
 #: how long a reconnecting feed keeps trying before it reports the stream as failed
 RECONNECT_SECONDS = 300.0
+#: the walsender's ``logical_decoding_work_mem``: a ``source`` sink's batch (one transaction
+#: of up to ~1M view rows) is decoded by the slot too, only to be filtered out by the
+#: publication; with the server's default 64MB it was spilled to disk and read back first
+DECODING_MEMORY = "512MB"
+
+
+def replication_url(url: str) -> str:
+    """``url`` with ``logical_decoding_work_mem`` raised for the replication connection,
+    unless the user's ``options`` or ``$PGOPTIONS`` set it."""
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
+
+    own = conninfo_to_dict(url).get("options") or os.environ.get("PGOPTIONS") or ""
+    if "logical_decoding_work_mem" in own:
+        return url
+    return make_conninfo(url, options=f"{own} -c logical_decoding_work_mem={DECODING_MEMORY}".strip())
 
 
 def committed_offset(spark_checkpoint: str | None) -> int | None:
@@ -141,7 +156,7 @@ class ChangeFeed:
         walsender is still going away)."""
         deadline = time.monotonic() + 60.0
         while True:
-            rs = ReplicationStream(self.url, status_interval=5.0)
+            rs = ReplicationStream(replication_url(self.url), status_interval=5.0)
             try:
                 rs.start(self.slot, self.publication, self.committed, messages=False)
                 return rs

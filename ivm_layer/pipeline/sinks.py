@@ -101,6 +101,21 @@ class Sink:
         pass
 
 
+def copy_rows(conn, table: str, cols: list[str], change: Change) -> None:
+    """COPY ``change`` (``[(row, k)]``) into ``table`` (the view's columns, ``ivm_count``,
+    ``ivm_key``) in the order of the keys: the primary key's index is then walked once, in
+    order (keys in arrival order are random: each row touched a random index page, and the
+    cost per row grew with the table). psycopg streams the rows while the server stores them."""
+    keys = [row_key(row) for row, _ in change]
+    order = sorted(range(len(change)), key=keys.__getitem__)
+    names = ", ".join(["ivm_key", "ivm_count"] + [qi(c) for c in cols])
+    with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN") as cp:
+        write = cp.write_row
+        for i in order:
+            row, k = change[i]
+            write((keys[i], k, *row))
+
+
 class PostgresSink(Sink):
     def __init__(self, url: str, daemon: str):
         from connectors.postgres import redact
@@ -185,15 +200,10 @@ class PostgresSink(Sink):
             self.upsert_only[view] -= 1
             return self._upsert(conn, view, change)
         added = [(row, k) for row, k in change if k > 0]
-        cols, _types = self.layouts[view]
-        all_cols = [qi(c) for c in cols] + ["ivm_count", "ivm_key"]
         if added:
             try:
-                with conn.transaction(), \
-                        conn.cursor().copy(f"COPY {qi(view)} ({', '.join(all_cols)}) FROM STDIN") as cp:
-                    write = cp.write_row
-                    for row, k in added:
-                        write((*row, k, row_key(row)))
+                with conn.transaction():
+                    copy_rows(conn, view, self.layouts[view][0], added)
             except psycopg.errors.UniqueViolation:
                 self.upsert_only[view] = UPSERT_BATCHES
                 return self._upsert(conn, view, change)
@@ -206,9 +216,7 @@ class PostgresSink(Sink):
         conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {qi(stage)} "
                      f"(LIKE {qi(view)}) ON COMMIT DELETE ROWS")
         all_cols = [qi(c) for c in cols] + ["ivm_count", "ivm_key"]
-        with conn.cursor().copy(f"COPY {qi(stage)} ({', '.join(all_cols)}) FROM STDIN") as cp:
-            for row, k in change:
-                cp.write_row((*row, k, row_key(row)))
+        copy_rows(conn, stage, cols, change)
         # one pass over the stage, each row probing the primary key (no join for the planner
         # to get wrong from stale statistics); only the keys whose count dropped come back
         upd = "ivm_count = t.ivm_count + EXCLUDED.ivm_count"

@@ -163,7 +163,9 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             drop_slot(conn, self.slot)
         finally:
             conn.close()
-        rs = ReplicationStream(self.url)
+        from .changefeed import replication_url
+
+        rs = ReplicationStream(replication_url(self.url))
         info = rs.create_slot(self.slot, export_snapshot=True)
         self._export = (rs, info)
         return info.consistent_lsn

@@ -78,12 +78,18 @@ def driver_java_options() -> str:
     if not _private_dir(d):
         return " ".join(opts)
     final = os.path.join(d, f"spark-{_archive_key()}.jsa")
-    if not os.path.isfile(final):  # adopt an archive an earlier (now finished) run wrote
-        for n in sorted(os.listdir(d)):
-            tmp = os.path.join(d, n)
-            if n.startswith(os.path.basename(final) + ".") and n.endswith(".tmp") and not _pid_alive(n):
-                os.replace(tmp, final)
-                break
+    # adopt an archive an earlier (now finished) run wrote; the archives of other finished
+    # runs that started at the same time (about 170 MB each) would never be used: removed
+    for n in sorted(os.listdir(d)):
+        tmp = os.path.join(d, n)
+        if n.startswith(os.path.basename(final) + ".") and n.endswith(".tmp") and not _pid_alive(n):
+            try:
+                if os.path.isfile(final):
+                    os.remove(tmp)
+                else:
+                    os.replace(tmp, final)
+            except OSError:
+                pass
     if os.path.isfile(final) and os.stat(final).st_uid == os.getuid():
         opts.append(f"-XX:SharedArchiveFile={final}")
     else:
