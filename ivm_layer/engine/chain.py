@@ -218,6 +218,28 @@ class Chain:
         return g.edge_in(*r, last=last)
 
 
+def chain_edges(j: RNode, top: RNode, above: RNode) -> tuple | None:
+    """The two inequalities of a chain through join node ``j``: ``j`` joins a guard S
+    (without predicates) and a non-guard R that share no variable; the edge R–j and the edge
+    ``top``–``above`` each carry exactly one one-sided inequality and nothing else, both on
+    the same variable d of ``j``. Returns ``(S, R, [d op a + c], [d op g + c])`` or None."""
+    guards = [c for c in j.children if c.is_guard]
+    if len(guards) != 1 or guards[0].node.preds:
+        return None
+    gs = guards[0]
+    mr = gs.sibling
+    if gs.node.vars & mr.node.vars:
+        return None
+    _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, j.node)))  # d op a + c
+    _, upper, rest2 = split_on_sort_var(oriented_cross(top.node, above.node))  # d op g + c
+    ops = ("<", "<=", ">", ">=")
+    if rest or rest2 or len(lower) != 1 or len(upper) != 1 or lower[0].op not in ops or upper[0].op not in ops:
+        return None
+    if lower[0].left != upper[0].left:
+        return None
+    return gs, mr, lower, upper
+
+
 def find_chain(trep: Host) -> Chain | None:
     """The join below the derived top join, when its ρ can be derived too (engine/chain.py).
 
@@ -234,20 +256,10 @@ def find_chain(trep: Host) -> Chain | None:
         return None
     if gt.node.vars & p1.node.vars:
         return None
-    guards = [c for c in p1.children if c.is_guard]
-    if len(guards) != 1 or guards[0].node.preds:
+    edges = chain_edges(p1, p1, p)
+    if edges is None:
         return None
-    gs = guards[0]
-    mr = gs.sibling
-    if gs.node.vars & mr.node.vars:
-        return None
-    _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, p1.node)))  # d op a + c
-    _, top, rest2 = split_on_sort_var(oriented_cross(p1.node, p.node))  # d op g + c
-    ops = ("<", "<=", ">", ">=")
-    if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
-        return None
-    if lower[0].left != top[0].left:
-        return None
+    gs, mr, lower, top = edges
     a_var, _, _ = split_on_sort_var(oriented_cross(mr.node, p1.node))
     c = Chain(trep, v, gs, mr, lower[0].left,
               compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),

@@ -33,10 +33,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from .chain import chain_edges, intersect
 from .groups import OrderedGroup
 from .predicates import (
     compile_bounds,
-    flip_all,
     key_fn,
     oriented_cross,
     projector,
@@ -218,7 +218,6 @@ class KeyedChain:
 
     def f_bounds(self, bounds: Callable) -> Callable[[tuple], tuple]:
         """m's enumeration range under a p tuple, cut to the d's with an R partner."""
-        from .chain import intersect
 
         def b(tp):
             own = bounds(tp)
@@ -283,20 +282,12 @@ def find_keyed_chain(trep: Host) -> KeyedChain | None:
         return None
     if any(c.in_n for c in f.children):
         return None
-    guards = [c for c in f.children if c.is_guard]
-    if len(guards) != 1 or guards[0].node.preds:
+    edges = chain_edges(f, m, p)
+    if edges is None:
         return None
-    gs = guards[0]
-    mr = gs.sibling
-    if gs.node.vars & mr.node.vars:
-        return None
-    _, lower, rest = split_on_sort_var(flip_all(oriented_cross(mr.node, f.node)))  # d op a + c
-    _, top, rest2 = split_on_sort_var(oriented_cross(m.node, p.node))  # d op g + c
-    ops = ("<", "<=", ">", ">=")
-    if rest or rest2 or len(lower) != 1 or len(top) != 1 or lower[0].op not in ops or top[0].op not in ops:
-        return None
+    gs, mr, lower, top = edges
     d_var = lower[0].left
-    if top[0].left != d_var or d_var not in f.pos:
+    if d_var not in f.pos:
         return None
     _, on_a, _ = split_on_sort_var(oriented_cross(mr.node, f.node))  # a op d + c
     kc = KeyedChain(trep, v, f, nodes, d_var, projector(f.form, gs.pos),

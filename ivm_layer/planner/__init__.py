@@ -203,16 +203,21 @@ def plan(gcq: GCQ, allow_core: bool = True, implied_from: list[Predicate] | None
                 atom_filters=atom_filters, var_n=var_n)
 
 
+def _binary_with_filters(root: Node, in_n: set[int], atom_filters: list[list[Predicate]]) -> tuple[Node, set[int]]:
+    """The tree made binary, each leaf with its atom's filters, then simplified."""
+    in_n = binarize(root, in_n)
+    for n in root.walk():
+        if n.is_leaf:
+            n.filters.extend(atom_filters[n.atom])
+    return simplify(root, in_n)
+
+
 def _finish_gyo(res, atom_filters: list[list[Predicate]], closure) -> tuple[Node, set[int]]:
     """Algorithm 3's tree made sibling-closed and binary, with the atoms' filters, simplified
     and its edges tightened (checked)."""
     root, in_n = res.root, res.in_n
     in_n = make_sibling_closed(root, in_n)
-    in_n = binarize(root, in_n)
-    for n in root.walk():
-        if n.is_leaf:
-            n.filters.extend(atom_filters[n.atom])
-    root, in_n = simplify(root, in_n)
+    root, in_n = _binary_with_filters(root, in_n, atom_filters)
     tighten_edges(root, closure)
     check_invariants(root, in_n)
     return root, in_n
@@ -241,11 +246,7 @@ def finish_tree(gcq: GCQ, root: Node, in_n: set[int], klass: str) -> Plan | None
     """Binarize a hand-built GJT pair, attach the atoms' filters and check it; None when the
     tree's N does not cover exactly the output variables (the planner then keeps Algorithm 3)."""
     atom_filters, joins = split_predicates(gcq)
-    in_n = binarize(root, in_n)
-    for n in root.walk():
-        if n.is_leaf:
-            n.filters.extend(atom_filters[n.atom])
-    root, in_n = simplify(root, in_n)
+    root, in_n = _binary_with_filters(root, in_n, atom_filters)
     check_invariants(root, in_n)
     var_n = frozenset().union(*(n.vars for n in root.walk() if n.id in in_n))
     if var_n != gcq.out:
