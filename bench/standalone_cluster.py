@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import socket
 import subprocess
@@ -54,7 +55,9 @@ def standalone_cluster(workers: int = 2, cores: int = 1, memory: str = "1g"):
                 if f.read().count("Registering worker") >= workers:
                     break
             if time.monotonic() > deadline:
-                raise RuntimeError(f"the standalone workers did not register (see {master_log})")
+                with open(master_log, errors="replace") as f:
+                    tail = f.read()[-3000:]
+                raise RuntimeError(f"the standalone workers did not register ({master_log}):\n{tail}")
             time.sleep(0.5)
         yield url
     finally:
@@ -62,3 +65,4 @@ def standalone_cluster(workers: int = 2, cores: int = 1, memory: str = "1g"):
             if p.poll() is None:
                 os.killpg(p.pid, signal.SIGKILL)
                 p.wait(30)
+        shutil.rmtree(tmp, ignore_errors=True)

@@ -11,9 +11,6 @@ import datetime
 import os
 import pickle
 import random
-import socket
-import subprocess
-import sys
 import time
 from collections import Counter
 
@@ -29,14 +26,6 @@ from daemon_workload import (
     materialized,
     valid_changes,
 )
-
-SPARK_HOME = os.path.dirname(__import__("pyspark").__file__)
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def _parquet_view(directory) -> Counter:
@@ -81,47 +70,12 @@ def test_four_shards_on_local2(pg_url, tmp_path):
 
 
 @pytest.fixture
-def standalone_cluster(tmp_path):
-    """A Spark standalone master and two one-core workers on 127.0.0.1."""
-    env = dict(os.environ, SPARK_HOME=SPARK_HOME, SPARK_LOCAL_IP="127.0.0.1", PYSPARK_PYTHON=sys.executable,
-               SPARK_LOG_DIR=str(tmp_path / "spark-logs"), SPARK_WORKER_DIR=str(tmp_path / "spark-work"))
-    spark_class = os.path.join(SPARK_HOME, "bin", "spark-class")
-    port = _free_port()
-    url = f"spark://127.0.0.1:{port}"
-    procs = []
-    logs = []
+def standalone_cluster():
+    """A Spark standalone master and two one-core workers on 127.0.0.1 (the benchmark's)."""
+    from bench.standalone_cluster import standalone_cluster as cluster
 
-    def launch(name, *args):
-        log = open(tmp_path / f"{name}.log", "wb")
-        logs.append(log)
-        procs.append(subprocess.Popen([spark_class, *args], env=env, stdout=log, stderr=subprocess.STDOUT,
-                                      start_new_session=True))
-
-    launch("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1", "--port", str(port),
-           "--webui-port", str(_free_port()))
-    for i in range(2):
-        launch(f"worker{i}", "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-               "--cores", "1", "--memory", "1g", "--webui-port", str(_free_port()),
-               "--work-dir", str(tmp_path / f"work{i}"))
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # both workers registered with the master
-        text = (tmp_path / "master.log").read_text(errors="replace")
-        if text.count("Registering worker") >= 2:
-            break
-        time.sleep(0.5)
-    else:
-        raise AssertionError("the standalone workers did not register:\n" + text[-3000:])
-    try:
+    with cluster(workers=2) as url:
         yield url
-    finally:
-        import signal
-
-        for p in procs:
-            if p.poll() is None:
-                os.killpg(p.pid, signal.SIGKILL)
-                p.wait(30)
-        for log in logs:
-            log.close()
 
 
 def test_four_shards_on_standalone_cluster(pg_url, tmp_path, standalone_cluster):
