@@ -9,7 +9,7 @@ tree puts T, keyless, below the top join, so a T insert fans out to every S tupl
 which the engine derives in O(log n), and leaves R fanning out only inside its key group.
 
 :func:`rank` scores a tree by the cost class of each leaf's root path, with the steps the
-engine derives on demand (its derived top join and derived chain, engine/trep.py and
+engine derives on demand (its derived top join and derived chain, engine/virtual.py and
 engine/chain.py) modelled structurally here; :func:`better` compares two scores. The
 printed bounds (EXPLAIN) still come from the engine's actual derived steps, not from this
 model: it only picks the tree.
@@ -32,7 +32,7 @@ def _one_inequality(n: Node) -> bool:
 def modelled_derived(root: Node) -> set[int]:
     """Ids of the nodes whose step to the parent the engine derives in O(log n): the two
     children of the top join and, below its non-guard child, the two children of a keyless
-    chain (the structural part of ``TRep._find_virtual`` / ``TRep._find_chain``)."""
+    chain (the structural part of ``engine.virtual.find_virtual`` / ``engine.chain.find_chain``)."""
     out: set[int] = set()
     if root.vars or len(root.children) != 1 or root.filters:
         return out
