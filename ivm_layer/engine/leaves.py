@@ -129,12 +129,15 @@ class LeafExtractor:
         """Raise UpdateError if a compared value's kind differs from what the variable holds."""
         kinds = self.kinds
         by_type = _KIND_BY_TYPE
+        temporal = self.temporal
         for i, v, c in self.ordered:
             x = t[i]
             if x is None:
                 continue
+            if type(x) is int and v not in temporal and kinds.get(c) == "number":
+                continue  # the common case, decided in one step
             k = by_type.get(type(x)) or value_kind(x)
-            if v in self.temporal and k not in _TEMPORAL:
+            if v in temporal and k not in _TEMPORAL:
                 raise UpdateError(
                     f"value {x!r} ({k}) of {v} (atom {self.alias}) gets an interval offset and must be a "
                     "timestamp or date; no change was applied")

@@ -37,7 +37,7 @@ class RNode:
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
                  "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds", "kchain",
-                 "weight")
+                 "weight", "derived")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -80,3 +80,6 @@ class RNode:
         # frontier's fused chain) multiplies the ρ_S read from P_n by the R partners' count.
         self.kchain: Any = None  # a KeyedChain (engine/keyedchain.py) or None
         self.weight = None
+        # The update of the structure that derives this node's ρ from its children's (its
+        # KeyedChain, Virtual or Chain, in that order), bound once the TRep is built.
+        self.derived: Any = None

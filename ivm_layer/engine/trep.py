@@ -71,6 +71,8 @@ class TRep:
             m.e_bounds = kc.f_bounds(m.p_bounds)
         for r in self.nodes.values():
             r.appliers = [idx.apply for idx in r.indexes]
+            structure = r.kchain or r.virtual or r.chain
+            r.derived = structure.update if structure is not None else None
         if self.chain is not None:
             c = self.chain
             c.finish(self._index(c.gs, [], c.p1.form, None, c.d_var), self._index(c.mr, [], None, None, c.a_var))
@@ -202,13 +204,8 @@ class TRep:
             if record is not None and n.in_n:
                 record[n.id] = delta
             p = n.parent
-            if p is not None:
-                if p.kchain is not None:
-                    return p.kchain.update(n, delta, record)
-                if p.virtual is not None:
-                    return p.virtual.update(n, delta, record)
-                if p.chain is not None:
-                    return p.chain.update(n, delta, record)
+            if p is not None and p.derived is not None:
+                return p.derived(n, delta, record)
             up = n.up
             if up is None:  # the root
                 self.count += delta.get((), 0)

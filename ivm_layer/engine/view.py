@@ -69,6 +69,7 @@ class View:
         self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
         self._membership = None  # built by the first contains()
+        self._fast: dict[Any, tuple] = {}  # table spelling -> _single's entry (_fast_entry)
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -180,27 +181,42 @@ class View:
 
     def _single(self, table: str, row: Any, k: int) -> bool:
         """Fast path for one row (same checks as a batch). Returns False to defer to the
-        general path for anything unusual (unknown table name spelling, non-tuple row)."""
-        store = self._store(table)
-        if store is None and type(table) is str:  # another spelling ("R" for r): one name
-            table = table.lower()
-            store = self._store(table)
-        if store is None or type(row) is not tuple:
+        general path for anything unusual (a table of the core, a non-tuple row)."""
+        entry = self._fast.get(table)
+        if entry is None:
+            entry = self._fast_entry(table)
+            if entry is None:
+                return False
+        if type(row) is not tuple:
             return False
-        if len(row) != self._arity[table]:
-            raise bad_row(table, row, self._arity[table])
+        name, store, exs, arity, plain = entry
+        if len(row) != arity:
+            raise bad_row(name, row, arity)
         row = canonical_row(row)
         try:
             have = store.get(row, 0)
         except TypeError:
             raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
         if have + k < 0:
-            raise UpdateError(f"cannot delete {row!r} from {table!r}: it is not present; no change was applied")
-        if self._core is not None or self._subscribers or self._materialized is not None or self._weights:
-            self._commit(self._prepare_validated([(table, {row: k})]), want_change=False)
+            raise UpdateError(f"cannot delete {row!r} from {name!r}: it is not present; no change was applied")
+        if not plain or self._subscribers:
+            self._commit(self._prepare_validated([(name, {row: k})]), want_change=False)
             return True
-        exs = self._extractors[table]
         pending: dict[str, str] = {}
+        trep = self._trep
+        if len(exs) == 1:  # no self-join: one leaf
+            ex = exs[0]
+            t = ex.leaf_tuple(row, pending)
+            if pending:
+                self._kinds.update(pending)
+            if have + k:
+                store[row] = have + k
+            else:
+                del store[row]
+            if t is not None:
+                trep.propagate(ex.atom, {t: k})
+            trep.version += 1
+            return True
         leaf = []
         for ex in exs:
             t = ex.leaf_tuple(row, pending)
@@ -212,11 +228,25 @@ class View:
             store[row] = have + k
         else:
             del store[row]
-        propagate = self._trep.propagate
+        propagate = trep.propagate
         for atom, t in leaf:
             propagate(atom, {t: k})
-        self._trep.version += 1
+        trep.version += 1
         return True
+
+    def _fast_entry(self, table: Any) -> tuple | None:
+        """``(name, stored rows, leaf extractors, arity, plain)`` of a table spelled ``table``
+        ("R" for r), remembered per spelling (``plain``: no core, no materialized result, no
+        ring payloads — fixed when the view is built); None for a name this view does not
+        store itself."""
+        name = table.lower() if type(table) is str else table
+        store = self._tables.get(name)
+        if store is None:
+            return None
+        plain = self._core is None and self._materialized is None and not self._weights
+        entry = (name, store, tuple(self._extractors.get(name, ())), self._arity[name], plain)
+        self._fast[table] = entry
+        return entry
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
         """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing)."""
