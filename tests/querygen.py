@@ -197,6 +197,35 @@ def gen_query(
     return q
 
 
+def chain_atoms(rnd: random.Random, schema: dict[str, list[str]]) -> tuple[list[str], list[tuple[str, str]]]:
+    """Three atoms ``x0``, ``x1``, ``x2`` over random tables of ``schema`` (x0 or x2 a self-join
+    of x1 three times in ten): ``(tables, atoms)`` for a random chain query."""
+    tables = [rnd.choice(list(schema)) for _ in range(3)]
+    if rnd.random() < 0.3:
+        tables[rnd.choice((0, 2))] = tables[1]  # a self-join
+    return tables, [(f"x{i}", t) for i, t in enumerate(tables)]
+
+
+def random_ineq(rnd: random.Random, a: tuple[str, str], b: tuple[str, str]) -> Pred:
+    """``a op b + c`` or ``b op a + c`` with a random one-sided inequality and a small offset."""
+    op = rnd.choice(("<", "<=", ">", ">="))
+    off = rnd.choice((0, 0, 0, 1, -2))
+    return Pred(a, op, b, off) if rnd.random() < 0.5 else Pred(b, op, a, off)
+
+
+def finish_query(rnd: random.Random, schema: dict[str, list[str]], tables: list[str],
+                 atoms: list[tuple[str, str]], preds: list[Pred], select_share: float, least: int) -> Query:
+    """The query over ``atoms`` with ``preds``, selecting ``SELECT *`` or (``select_share`` of the
+    time) a random sample of at least ``least`` columns, its SQL rendered."""
+    select = None
+    if rnd.random() < select_share:
+        cols = [(a, c) for a, t in atoms for c in schema[t]]
+        select = rnd.sample(cols, rnd.randint(least, len(cols)))
+    q = Query({t: schema[t] for t in sorted(set(tables))}, atoms, preds, select)
+    q.sql = render_sql(q, rnd)
+    return q
+
+
 def render_sql(q: Query, rnd: Optional[random.Random] = None) -> str:
     """SQL for the engine.  Some predicates go into ``JOIN ... ON`` clauses.
 

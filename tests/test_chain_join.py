@@ -11,7 +11,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from querygen import Pred, Query, render_sql
+from querygen import Pred, Query, chain_atoms, finish_query, random_ineq
 from test_differential import run_random_queries
 
 import ivm_layer
@@ -21,30 +21,16 @@ SCHEMA = {"r": ["r_a", "r_b", "r_c"], "s": ["s_a", "s_b"], "t": ["t_a", "t_b"]}
 
 
 def _query(rng: random.Random) -> Query:
-    tables = [rng.choice(["r", "s", "t"]) for _ in range(3)]
-    if rng.random() < 0.3:
-        tables[rng.choice((0, 2))] = tables[1]  # a self-join
-    atoms = [(f"x{i}", t) for i, t in enumerate(tables)]
+    tables, atoms = chain_atoms(rng, SCHEMA)
     mid = ("x1", rng.choice(SCHEMA[tables[1]]))
 
     def col(i):
         return (atoms[i][0], rng.choice(SCHEMA[atoms[i][1]]))
 
-    def ineq(a, b):
-        op = rng.choice(("<", "<=", ">", ">="))
-        off = rng.choice((0, 0, 0, 1, -2))
-        return Pred(a, op, b, off) if rng.random() < 0.5 else Pred(b, op, a, off)
-
-    preds = [ineq(col(0), mid), ineq(mid, col(2))]
+    preds = [random_ineq(rng, col(0), mid), random_ineq(rng, mid, col(2))]
     if rng.random() < 0.3:
         preds.append(Pred(col(0), rng.choice(("<", ">=")), None, const=rng.randint(1, 4)))
-    select = None
-    if rng.random() < 0.4:
-        cols = [(a, c) for a, t in atoms for c in SCHEMA[t]]
-        select = rng.sample(cols, rng.randint(3, len(cols)))
-    q = Query({t: SCHEMA[t] for t in sorted(set(tables))}, atoms, preds, select)
-    q.sql = render_sql(q, rng)
-    return q
+    return finish_query(rng, SCHEMA, tables, atoms, preds, 0.4, 3)
 
 
 def test_chain_matches_duckdb(monkeypatch):

@@ -13,7 +13,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
-from querygen import Pred, Query, render_sql
+from querygen import Pred, Query, chain_atoms, finish_query, random_ineq, render_sql
 from test_differential import run_random_queries
 
 import ivm_layer
@@ -23,30 +23,15 @@ SCHEMA = {"r": ["r_a", "r_b", "r_c"], "s": ["s_a", "s_b"], "t": ["t_a", "t_b"]}
 
 
 def _query(rng: random.Random) -> Query:
-    tables = [rng.choice(["r", "s", "t"]) for _ in range(3)]
-    if rng.random() < 0.3:
-        tables[rng.choice((0, 2))] = tables[1]  # a self-join
-    atoms = [(f"x{i}", t) for i, t in enumerate(tables)]
+    tables, atoms = chain_atoms(rng, SCHEMA)
     cols = {i: rng.sample(SCHEMA[tables[i]], 2) for i in range(3)}  # (inequality column, key column)
     mid = ("x1", cols[1][0])
-
-    def ineq(a, b):
-        op = rng.choice(("<", "<=", ">", ">="))
-        off = rng.choice((0, 0, 0, 1, -2))
-        return Pred(a, op, b, off) if rng.random() < 0.5 else Pred(b, op, a, off)
-
-    preds = [ineq(("x0", cols[0][0]), mid), ineq(mid, ("x2", cols[2][0]))]
+    preds = [random_ineq(rng, ("x0", cols[0][0]), mid), random_ineq(rng, mid, ("x2", cols[2][0]))]
     keyed = rng.choice((0, 2))  # the edge R–S (Q5) or S–T (Q6) carries the key
     preds.append(Pred(("x1", cols[1][1]), "=", (f"x{keyed}", cols[keyed][1])))
     if rng.random() < 0.25:
         preds.append(Pred(("x0", cols[0][0]), rng.choice(("<", ">=")), None, const=rng.randint(1, 4)))
-    select = None
-    if rng.random() < 0.5:
-        every = [(a, c) for a, t in atoms for c in SCHEMA[t]]
-        select = rng.sample(every, rng.randint(2, len(every)))
-    q = Query({t: SCHEMA[t] for t in sorted(set(tables))}, atoms, preds, select)
-    q.sql = render_sql(q, rng)
-    return q
+    return finish_query(rng, SCHEMA, tables, atoms, preds, 0.5, 2)
 
 
 def _no_keyless_fanout(view) -> bool:

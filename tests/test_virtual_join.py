@@ -11,7 +11,7 @@ import sys
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 
 import ivm_layer  # noqa: E402
-from querygen import Pred, Query, gen_stream, render_sql  # noqa: E402
+from querygen import Pred, Query, finish_query, gen_stream, render_sql  # noqa: E402
 from test_differential import run_random_queries, run_stream  # noqa: E402
 
 SCHEMA = {"r": ["r_a", "r_b", "r_c"], "s": ["s_a", "s_b"], "t": ["t_a", "t_b"]}
@@ -37,13 +37,7 @@ def _query(rng: random.Random) -> Query:
             preds.append(Pred(col(i), "=", col(j)))
     if rng.random() < 0.3:
         preds.append(Pred(col(0), rng.choice(("<", ">=")), None, const=rng.randint(1, 4)))
-    select = None
-    if rng.random() < 0.3:
-        cols = [(a, c) for a, t in atoms for c in SCHEMA[t]]
-        select = rng.sample(cols, rng.randint(1, len(cols)))
-    q = Query({t: SCHEMA[t] for t in sorted(set(tables))}, atoms, preds, select)
-    q.sql = render_sql(q, rng)
-    return q
+    return finish_query(rng, SCHEMA, tables, atoms, preds, 0.3, 1)
 
 
 def test_virtual_top_join_matches_duckdb():
