@@ -29,6 +29,16 @@ def _one_inequality(n: Node) -> bool:
     return len(n.preds) == 1 and n.preds[0].op in _INEQ
 
 
+def _guard_split(p: Node) -> tuple[Node, Node] | None:
+    """``(guard, other)`` of a binary join ``p`` whose one guard child (var(p) ⊆ its vars)
+    carries no predicate; None otherwise."""
+    guards = [c for c in p.children if p.vars <= c.vars]
+    if len(guards) != 1 or guards[0].preds:
+        return None
+    g = guards[0]
+    return g, next(c for c in p.children if c is not g)
+
+
 def modelled_derived(root: Node) -> set[int]:
     """Ids of the nodes whose step to the parent the engine derives in O(log n): the two
     children of the top join and, below its non-guard child, the two children of a keyless
@@ -39,21 +49,19 @@ def modelled_derived(root: Node) -> set[int]:
     p = root.children[0]
     if len(p.children) != 2:
         return out
-    guards = [c for c in p.children if p.vars <= c.vars]
-    if len(guards) != 1 or guards[0].preds:
+    split = _guard_split(p)
+    if split is None:
         return out
-    g = guards[0]
-    m = next(c for c in p.children if c is not g)
+    g, m = split
     if m.preds and not _one_inequality(m):
         return out
     out |= {g.id, m.id}
     if not m.preds or len(m.children) != 2 or g.vars & m.vars or m.filters or p.filters:
         return out
-    inner = [c for c in m.children if m.vars <= c.vars]
-    if len(inner) != 1 or inner[0].preds:
+    split = _guard_split(m)
+    if split is None:
         return out
-    gs = inner[0]
-    mr = next(c for c in m.children if c is not gs)
+    gs, mr = split
     if gs.vars & mr.vars or not _one_inequality(mr):
         return out
     d_top = next(iter(m.preds[0].vars & m.vars), None)
