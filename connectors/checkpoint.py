@@ -396,6 +396,8 @@ class Checkpoint:
         self.header = header
         self.tables = tables          # table → {row: count}
         self.lsn = lsn                # snapshot LSN, advanced by the replayed log
+        #: log entries after ``load(hold_after=…)``, not merged into ``tables``: [(lsn, changes)]
+        self.held: list[tuple[int, dict[str, list[tuple[tuple, int]]]]] = []
 
 
 class CheckpointStore:
@@ -509,9 +511,10 @@ class CheckpointStore:
                 p.unlink()
 
     # -- reading ---------------------------------------------------------------------------
-    def load(self) -> Checkpoint | None:
+    def load(self, hold_after: int | None = None) -> Checkpoint | None:
         """The snapshot plus its log replayed, or None if there is no snapshot. Raises
-        :class:`CheckpointError` for an unsafe or malformed file."""
+        :class:`CheckpointError` for an unsafe or malformed file. With ``hold_after``, log
+        entries of a higher LSN are returned in ``held``, in order, instead of merged."""
         private_dir(self.dir, create=False) if self.dir.exists() else None
         try:
             fd = _open_private(self.snap_path)
@@ -531,13 +534,17 @@ class CheckpointStore:
             except (ValueError, KeyError, TypeError, IndexError, CheckpointError) as e:
                 raise CheckpointError(f"checkpoint {self.snap_path} is malformed: {e}") from None
             self.snapshot_bytes = f.tell()
+        held: list = []
         try:
-            lsn = self._replay(header["snapshot"], tables, lsn)
+            lsn = self._replay(header["snapshot"], tables, lsn, hold_after, held)
         except UnicodeDecodeError as e:
             raise CheckpointError(f"checkpoint log {self.log_path} is malformed: {e}") from None
-        return Checkpoint(header, tables, lsn)
+        cp = Checkpoint(header, tables, lsn)
+        cp.held = held
+        return cp
 
-    def _replay(self, sid: str, tables: dict[str, dict[tuple, int]], lsn: int) -> int:
+    def _replay(self, sid: str, tables: dict[str, dict[tuple, int]], lsn: int,
+                hold_after: int | None = None, held: list | None = None) -> int:
         try:
             fd = _open_private(self.log_path)
         except FileNotFoundError:
@@ -568,6 +575,9 @@ class CheckpointStore:
                     else:
                         changes = {t: [(decode_row(row), int(k)) for row, k in rows]
                                    for t, rows in entry["changes"].items()}
+                    if hold_after is not None and batch_lsn > hold_after and held is not None:
+                        held.append((batch_lsn, changes))
+                        changes = {}
                     for t, rows in changes.items():
                         cur = tables.setdefault(t, {})
                         for r, k in rows:

@@ -10,6 +10,9 @@ Spark does ingestion, batching, offsets, checkpoints and scale-out; the engine
 - :mod:`.source`      the ``ivm-cdc`` Spark Python Data Source (offsets = LSNs)
 - :mod:`.state`       the engine state (base rows + views) and its checkpoint store
 - :mod:`.sinks`       idempotent per-batch-id sinks: PostgreSQL, DuckDB, Parquet, console
+- :mod:`.rowdigest`   the sink tables' row keys, 128-bit digests computed a column at a time
+- :mod:`.pgcopy`      PostgreSQL's binary COPY format, encoded with numpy
+- :mod:`.sinkwriter`  the sinks written on a background thread beside the next batch
 - :mod:`.shards`      routing changes to shards (hash or grid) for ``--shards N``
 - :mod:`.runner`      the streaming query: one engine in the driver, or shards in state
 - :mod:`.status`      the status file a running daemon rewrites every batch

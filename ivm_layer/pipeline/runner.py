@@ -3,11 +3,14 @@
 With one shard the engine lives in the driver (:class:`DriverEngine`, the ``foreachBatch``
 function). Per batch it (1) skips a batch id at or below the last applied one, (2) turns the
 batch's rows into one consolidated delta per table (TRUNCATE empties the table as of its
-place in the stream), (3) applies it to every view, (4) writes the view changes to every
-sink (idempotent per batch id), (5) appends the delta to the checkpoint's log — from then
-on the batch counts as applied — and (6) rewrites the status file. A crash anywhere before
-(5) replays the batch: the engine is rebuilt from the checkpoint, the sinks skip what they
-already hold. With ``--shards N`` the engines run inside Spark (:mod:`.shards`).
+place in the stream), (3) applies it to every view, (4) appends the delta to the
+checkpoint's log — from then on the batch counts as applied — and (5) hands the view changes
+to the sinks (idempotent per batch id), written on a background thread while the next batch
+is read and applied (:mod:`.sinkwriter`); once they hold it, the batch is logged and the
+status file rewritten. A crash before (4) replays the batch: the engine is rebuilt from the
+checkpoint. A crash after it: at start-up the logged batches a sink does not hold yet are
+applied one at a time and written to the sinks again. With ``--shards N`` the engines run
+inside Spark (:mod:`.shards`).
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ import time
 from ..errors import IVMError
 from .config import DaemonConfig
 from .sinks import Sink, open_sink, view_layout
+from .sinkwriter import SinkWriter
 from .state import CheckpointStore, EngineState, ViewDef, batch_changes, parse_views
 from .status import StatusFile
 
@@ -54,13 +58,22 @@ class DriverEngine:
         types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
         self.state = EngineState(defs, types)
         self.store = CheckpointStore(os.path.join(cfg.checkpoint, "engine"), defs)
-        t0 = time.monotonic()
-        self.last = self.store.recover(self.state)
-        self.recovery_seconds = time.monotonic() - t0
         self.sinks = sinks
+        self.writer = SinkWriter(sinks)
         layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types) for d in defs}
         for s in sinks:
-            s.prepare(layouts, fresh=self.last < 0)
+            s.prepare(layouts, fresh=self.store.last_batch < 0)
+        t0 = time.monotonic()
+        # the logged batches a sink lacks (the daemon stopped while they were being written)
+        # are applied one at a time and written again
+        marks = [m for m in (s.committed() for s in sinks) if m is not None]
+        self.last = self.store.recover(self.state, hold_after=min(marks) if marks else None)
+        for batch_id, changes in self.store.held:
+            self.writer.write(batch_id, self.state.apply(changes))
+            log.warning("batch %d: written to the sinks again (the daemon stopped before they "
+                        "held it)", batch_id)
+        self.store.held = []
+        self.recovery_seconds = time.monotonic() - t0
         self.status = status
         self.failed: BaseException | None = None
 
@@ -84,38 +97,56 @@ class DriverEngine:
         try:
             out = self.state.apply(changes)
             t = _lap(split, "engine", t)
-            for s in self.sinks:
-                s.write(batch_id, out)
-            t = _lap(split, "sinks", t)
             self.store.append(batch_id, changes)
             self.last = batch_id
+            t = _lap(split, "checkpoint", t)
+            fields = self._fields(batch_id, rows, out, ts)
             if self.store.logs_since_snapshot() >= self.cfg.snapshot_every:
+                # a snapshot replaces the log: the sinks must hold every batch in it first
+                split["sinks"] = round(self.writer.write(batch_id, out), 3)
                 self.store.snapshot(batch_id, self.state)
-            _lap(split, "checkpoint", t)
+                self._report(fields, time.monotonic() - t0, time.monotonic() - t0, split)
+            else:
+                split["wait"] = round(self.writer.wait(), 3)   # the previous batch's sinks
+                cycle = time.monotonic() - t0
+
+                def done(seconds: float) -> None:
+                    self._report(fields, time.monotonic() - t0, cycle, dict(split, sinks=round(seconds, 3)))
+
+                self.writer.submit(batch_id, out, done)
         except BaseException as e:
             self.failed = e
             if self.status is not None:
                 self.status.set(state="failed", error=str(e))
             raise
-        self._report(batch_id, rows, out, ts, time.monotonic() - t0, split)
 
-    def _report(self, batch_id: int, rows: list, out: dict, ts: list, seconds: float,
-                split: dict[str, float]) -> None:
+    def flush(self) -> None:
+        """Wait until the sinks hold every applied batch (raises a sink's failure)."""
+        self.writer.wait()
+
+    def _fields(self, batch_id: int, rows: list, out: dict, ts: list) -> dict:
         from .pgsource import lsn_text
 
         lsn = max((r[0] for r in rows), default=None)
-        n_out = sum(len(c) for c in out.values())
         behind = round(max(0.0, time.time() - max(ts)), 3) if ts else 0.0
-        fields = {"batch_id": batch_id, "rows_in": len(rows), "changes_out": n_out, "lsn": lsn,
-                  "lsn_text": lsn_text(lsn) if lsn is not None else None,
-                  "seconds_behind": behind, "seconds": seconds,
-                  "view_rows": {name: len(v) for name, v in self.state.views.items()},
-                  "rebuilds": {n: k for n, k in self.state.rebuilds.items() if k}}
-        fields["changes_per_s"] = round(len(rows) / seconds) if seconds > 0 else None
-        fields["split"] = split
-        log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
-                    "%s changes/s (%s)", batch_id, len(rows), n_out, fields["lsn_text"], behind, seconds,
-                    fields["changes_per_s"], ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
+        return {"batch_id": batch_id, "rows_in": len(rows), "changes_out": sum(len(c) for c in out.values()),
+                "lsn": lsn, "lsn_text": lsn_text(lsn) if lsn is not None else None,
+                "seconds_behind": behind,
+                "view_rows": {name: len(v) for name, v in self.state.views.items()},
+                "rebuilds": {n: k for n, k in self.state.rebuilds.items() if k}}
+
+    def _report(self, fields: dict, seconds: float, cycle: float, split: dict[str, float]) -> None:
+        """Log and record one batch once its sinks hold it. ``seconds``: from its start until
+        then; ``cycle``: its time in the query (read, engine, checkpoint, waiting for the
+        previous batch's sinks), which sets the throughput: its own sinks run alongside the
+        next batch."""
+        fields = dict(fields, seconds=round(seconds, 3), query_seconds=round(cycle, 3), split=split)
+        fields["changes_per_s"] = round(fields["rows_in"] / cycle) if cycle > 0 else None
+        log.warning("batch %d: %d rows in, %d view changes out, LSN %s, %.3f s behind, in the sinks "
+                    "after %.3f s, %.3f s in the query, %s changes/s (%s)", fields["batch_id"],
+                    fields["rows_in"], fields["changes_out"], fields["lsn_text"], fields["seconds_behind"],
+                    seconds, cycle, fields["changes_per_s"],
+                    ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
         if self.status is not None:
             self.status.batch(**fields)
 
@@ -342,8 +373,16 @@ def run(cfg: DaemonConfig) -> int:
         print(f"ivm daemon: the streaming query failed: {first}", file=sys.stderr)
         return 1
     finally:
-        for s in sinks:
-            s.close()
+        try:
+            if engine is not None:
+                engine.flush()      # the last batch's sinks
+        except Exception as e:  # noqa: BLE001 - written again at the next start
+            status.set(state="failed", error=str(e)[:500])
+            print(f"ivm daemon: writing the last batch to the sinks failed: {e}", file=sys.stderr)
+            return 1
+        finally:
+            for s in sinks:
+                s.close()
     exc = query.exception()
     if exc is not None:
         status.set(state="failed", error=str(exc)[:500])

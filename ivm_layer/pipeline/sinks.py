@@ -5,18 +5,20 @@ per distinct view row with its multiplicity::
 
     <view>(<view columns…>, ivm_count BIGINT, ivm_key UUID PRIMARY KEY)
 
-(``ivm_key`` is a 128-bit digest of the row, a ``uuid`` in new PostgreSQL tables — a
-``TEXT`` key of an older table keeps working; a bag is ``SELECT cols FROM v,
-generate_series(1, ivm_count)``). A batch is merged in one transaction together with the
-bookkeeping row ``ivm_daemon_batches(daemon, batch_id)``: a batch id at or below the recorded
-one is skipped, so a replayed batch is never applied twice. The merge is O(changes) whatever
-the statistics say. The PostgreSQL sink first tries the rows a batch adds as new rows: one
-COPY straight into the table under a savepoint (a backlog of inserts mostly adds new view
-rows; the primary key refuses a row the table holds, and then the savepoint is rolled back).
-Everything else is COPied into a temporary stage and merged with ``INSERT … ON CONFLICT
-(ivm_key) DO UPDATE``, which probes the primary key once per row and returns only the keys
-whose count dropped to zero (or below: someone else changed the table, an error), deleted by
-key — no join, no scan of the sink table.
+(``ivm_key`` is the row's 128-bit digest, :mod:`.rowdigest`, computed a column at a time; a
+table an older release filled keeps its ``blake2b(repr(row))`` keys, ``row_key``, and a
+``TEXT`` key keeps working; a bag is ``SELECT cols FROM v, generate_series(1, ivm_count)``).
+A batch is merged in one transaction together with the bookkeeping row
+``ivm_daemon_batches(daemon, batch_id)``: a batch id at or below the recorded one is skipped,
+so a replayed batch is never applied twice. The merge is O(changes) whatever the statistics
+say. The PostgreSQL sink first tries the rows a batch adds as new rows: one COPY straight
+into the table under a savepoint (a backlog of inserts mostly adds new view rows; the primary
+key refuses a row the table holds, and then the savepoint is rolled back). Rows go in
+PostgreSQL's binary format, encoded a block at a time with numpy (:mod:`.pgcopy`), in key
+order. Everything else is COPied into a temporary stage and merged with ``INSERT … ON
+CONFLICT (ivm_key) DO UPDATE``, which probes the primary key once per row and returns only
+the keys whose count dropped to zero (or below: someone else changed the table, an error),
+deleted by key — no join, no scan of the sink table.
 
 - ``source`` / ``postgresql://…``: a PostgreSQL database
 - ``duckdb:FILE``: a DuckDB database file
@@ -28,6 +30,7 @@ key — no join, no scan of the sink table.
 from __future__ import annotations
 
 import hashlib
+import operator
 import os
 import re
 import sys
@@ -36,6 +39,7 @@ from collections.abc import Mapping
 from ..engine.view import Change, View
 from ..errors import IVMError
 
+_count = operator.itemgetter(1)
 #: ``{view: (columns, sql_types)}``
 Layouts = dict[str, tuple[list[str], list[str]]]
 BOOKKEEPING = "ivm_daemon_batches"
@@ -97,23 +101,70 @@ class Sink:
         """Write one batch; False when it was already written (a replay)."""
         raise NotImplementedError
 
+    def committed(self) -> int | None:
+        """The last batch id this sink holds for sure (-1: none), after ``prepare``; None for
+        a sink that keeps no record (the daemon then writes it no batch again)."""
+        return None
+
     def close(self) -> None:
         pass
 
 
-def copy_rows(conn, table: str, cols: list[str], change: Change) -> None:
+#: rows per binary COPY block (the server stores one block while the next is encoded)
+COPY_BLOCK = 65_536
+#: below this many rows a change is written row by row (numpy's set-up costs more)
+SMALL_CHANGE = 64
+#: the comment on ``ivm_key`` of tables keyed by ``rowdigest`` (others keep ``row_key``)
+DIGEST_COMMENT = "ivm-layer row digest 2"
+
+
+def copy_rows(conn, table: str, cols: list[str], types: list[str], change: Change,
+              legacy: bool = False) -> None:
     """COPY ``change`` (``[(row, k)]``) into ``table`` (the view's columns, ``ivm_count``,
     ``ivm_key``) in the order of the keys: the primary key's index is then walked once, in
     order (keys in arrival order are random: each row touched a random index page, and the
-    cost per row grew with the table). psycopg streams the rows while the server stores them."""
-    keys = [row_key(row) for row, _ in change]
-    order = sorted(range(len(change)), key=keys.__getitem__)
+    cost per row grew with the table). Keys are ``rowdigest`` digests computed a column at a
+    time, and the rows go in PostgreSQL's binary format, encoded a block at a time while the
+    server stores the previous block; a ``legacy`` table (keyed by ``row_key``, from an older
+    release) and columns of other types are written as text rows."""
+    from operator import itemgetter
+
+    import numpy as np
+
+    from . import pgcopy
+    from .rowdigest import digest_bytes, digests, infer, row_digest
+
     names = ", ".join(["ivm_key", "ivm_count"] + [qi(c) for c in cols])
-    with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN") as cp:
-        write = cp.write_row
-        for i in order:
-            row, k = change[i]
-            write((keys[i], k, *row))
+    n = len(change)
+    if legacy or n < SMALL_CHANGE:
+        keyed = [(row_key(row) if legacy else row_digest(row).hex(), k, row) for row, k in change]
+        keyed.sort(key=itemgetter(0))
+        with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN") as cp:
+            write = cp.write_row
+            for key, k, row in keyed:
+                write((key, k, *row))
+        return
+    rows = list(map(itemgetter(0), change))
+    counts = np.fromiter(map(itemgetter(1), change), np.int64, n)
+    columns = [list(map(itemgetter(j), rows)) for j in range(len(cols))]
+    arrays = [infer(c) for c in columns]
+    h1, h2 = digests(columns, n, arrays)
+    order = np.argsort(h1)   # a uuid compares bytewise: the high word decides
+    keys = digest_bytes(h1, h2)
+    binary = pgcopy.fields(arrays, types)
+    if binary is None:
+        with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN") as cp:
+            write = cp.write_row
+            for i in order.tolist():
+                write((keys[i].tobytes().hex(), change[i][1], *rows[i]))
+        return
+    block = [pgcopy.uuid_field(keys), pgcopy.bigint_field(counts), *binary]
+    with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN (FORMAT binary)") as cp:
+        cp.write(pgcopy.HEADER)
+        for lo in range(0, n, COPY_BLOCK):
+            sel = order[lo:lo + COPY_BLOCK]
+            cp.write(pgcopy.encode([f.take(sel) for f in block], len(sel)))
+        cp.write(pgcopy.TRAILER)
 
 
 class PostgresSink(Sink):
@@ -124,6 +175,7 @@ class PostgresSink(Sink):
         self.conn = None
         self.layouts: Layouts = {}
         self.key_types: dict[str, str] = {}
+        self.legacy: dict[str, bool] = {}       # view → keyed by row_key (an older release)
         self.upsert_only: dict[str, int] = {}   # view → batches left that skip the COPY attempt
 
     def _connect(self):
@@ -141,15 +193,29 @@ class PostgresSink(Sink):
                          "batch_id BIGINT NOT NULL, updated_at TIMESTAMPTZ NOT NULL DEFAULT now())")
             for view, (cols, types) in layouts.items():
                 defs = ", ".join(f"{qi(c)} {t}" for c, t in zip(cols, types))
+                existed = conn.execute("SELECT to_regclass(%s) IS NOT NULL", [qi(view)]).fetchone()[0]
                 conn.execute(f"CREATE TABLE IF NOT EXISTS {qi(view)} ({defs}, "
                              "ivm_count BIGINT NOT NULL, ivm_key UUID PRIMARY KEY)")
                 if fresh:
                     conn.execute(f"TRUNCATE {qi(view)}")
-                kt = conn.execute("SELECT format_type(atttypid, atttypmod) FROM pg_attribute WHERE "
-                                  "attrelid = %s::regclass AND attname = 'ivm_key'", [qi(view)]).fetchone()
-                self.key_types[view] = "uuid" if kt and kt[0] == "uuid" else "text"
+                kt, note = conn.execute(
+                    "SELECT format_type(atttypid, atttypmod), col_description(attrelid, attnum) "
+                    "FROM pg_attribute WHERE attrelid = %s::regclass AND attname = 'ivm_key'",
+                    [qi(view)]).fetchone()
+                self.key_types[view] = "uuid" if kt == "uuid" else "text"
+                # an empty uuid-keyed table takes the new digests; rows written by an older
+                # release keep their keys (row_key), or a later change would miss them
+                if note != DIGEST_COMMENT and kt == "uuid" and (fresh or not existed):
+                    conn.execute(f"COMMENT ON COLUMN {qi(view)}.ivm_key IS '{DIGEST_COMMENT}'")
+                    note = DIGEST_COMMENT
+                self.legacy[view] = note != DIGEST_COMMENT
             if fresh:
                 conn.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = %s", [self.daemon])
+
+    def committed(self) -> int:
+        r = self._connect().execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = %s",
+                                    [self.daemon]).fetchone()
+        return -1 if r is None else int(r[0])
 
     def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
         """Write one batch in one transaction. A broken connection (a server restart) is
@@ -199,11 +265,11 @@ class PostgresSink(Sink):
         if self.upsert_only.get(view, 0) > 0:
             self.upsert_only[view] -= 1
             return self._upsert(conn, view, change)
-        added = [(row, k) for row, k in change if k > 0]
+        added = change if min(map(_count, change)) > 0 else [(row, k) for row, k in change if k > 0]
         if added:
             try:
                 with conn.transaction():
-                    copy_rows(conn, view, self.layouts[view][0], added)
+                    copy_rows(conn, view, *self.layouts[view], added, self.legacy[view])
             except psycopg.errors.UniqueViolation:
                 self.upsert_only[view] = UPSERT_BATCHES
                 return self._upsert(conn, view, change)
@@ -211,12 +277,12 @@ class PostgresSink(Sink):
             self._upsert(conn, view, [(row, k) for row, k in change if k < 0])
 
     def _upsert(self, conn, view: str, change: Change) -> None:
-        cols, _types = self.layouts[view]
+        cols, types = self.layouts[view]
         stage = f"ivm_stage_{re.sub(r'[^a-z0-9_]', '_', view.lower())}"
         conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {qi(stage)} "
                      f"(LIKE {qi(view)}) ON COMMIT DELETE ROWS")
         all_cols = [qi(c) for c in cols] + ["ivm_count", "ivm_key"]
-        copy_rows(conn, stage, cols, change)
+        copy_rows(conn, stage, cols, types, change, self.legacy[view])
         # one pass over the stage, each row probing the primary key (no join for the planner
         # to get wrong from stale statistics); only the keys whose count dropped come back
         upd = "ivm_count = t.ivm_count + EXCLUDED.ivm_count"
@@ -283,6 +349,10 @@ class DuckDBSink(Sink):
         if fresh:
             c.execute(f"DELETE FROM {BOOKKEEPING} WHERE daemon = ?", [self.daemon]).fetchall()
         c.execute("COMMIT").fetchall()
+
+    def committed(self) -> int:
+        r = self.conn.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = ?", [self.daemon]).fetchall()
+        return int(r[0][0]) if r else -1
 
     def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
         import pyarrow as pa
@@ -356,6 +426,14 @@ class ParquetSink(Sink):
                 for n in os.listdir(d):
                     if n.startswith("batch-") and n.endswith(".parquet"):
                         os.remove(os.path.join(d, n))
+
+    def committed(self) -> int:
+        """One below the newest batch with a file: that batch may lack some views' files
+        (writing it again skips the files it has)."""
+        ids = [int(n[6:-8]) for view in self.layouts
+               for n in os.listdir(os.path.join(self.dir, view))
+               if re.fullmatch(r"batch-\d+\.parquet", n)]
+        return max(ids) - 1 if ids else -1
 
     def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
         import pyarrow as pa

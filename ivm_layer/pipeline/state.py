@@ -323,6 +323,7 @@ class CheckpointStore:
         else:
             write_atomic(meta, json.dumps({"fingerprint": fp, "views": [d.name for d in defs]}).encode())
         self.files = ckpt.CheckpointStore(Path(directory), _NAME)
+        self.held: list[tuple[int, Changes]] = []
         self._last = self.last_batch_in(directory)
         self._open = False
         if not self.files.snap_path.exists():   # a fresh checkpoint: an empty snapshot starts the log
@@ -347,13 +348,15 @@ class CheckpointStore:
         """The last applied batch id (-1 when nothing was applied yet)."""
         return self._last
 
-    def recover(self, state: EngineState) -> int:
+    def recover(self, state: EngineState, hold_after: int | None = None) -> int:
         """Load the snapshot, with the log since it replayed onto its rows, into an empty
         ``state`` (one batch per view); returns the last applied batch id (-1 for a fresh
-        checkpoint)."""
+        checkpoint). With ``hold_after``, the logged batches after that id are not loaded but
+        left in :attr:`held` (``[(batch_id, changes)]``, in order): the caller applies them one
+        at a time (to write their view changes to sinks that missed them)."""
         with collector_paused():
             try:
-                cp = self.files.load()
+                cp = self.files.load(hold_after)
             except ckpt.CheckpointError as e:
                 raise StateError(f"refusing the engine checkpoint: {e}") from None
             if cp is None:
@@ -363,6 +366,8 @@ class CheckpointStore:
             except UpdateError as e:
                 raise StateError(f"the engine checkpoint {self.dir} is inconsistent ({e}); use a new "
                                  "--checkpoint") from None
+        self.held = [
+            (bid, {t: dict(rows) for t, rows in ch.items()}) for bid, ch in cp.held]
         self._open = True
         self._last = cp.lsn
         return cp.lsn

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 from .state import write_atomic
@@ -18,10 +19,12 @@ def status_path(checkpoint: str) -> str:
 
 
 class StatusFile:
-    """Accumulates per-batch figures and rewrites the status file atomically."""
+    """Accumulates per-batch figures and rewrites the status file atomically (from the
+    query's thread and the sink thread: one writer at a time)."""
 
     def __init__(self, checkpoint: str, name: str, master: str, shards: int):
         self.path = status_path(checkpoint)
+        self._lock = threading.RLock()
         self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shards": shards,
                      "state": "starting", "started_at": time.time(), "batches": 0,
                      "rows_in_total": 0, "changes_out_total": 0, "last_batch": None}
@@ -30,8 +33,13 @@ class StatusFile:
     def batch(self, **fields) -> None:
         """Record one batch: ``rows_in``, ``changes_out``, ``lsn``/``lsn_text``, ``seconds``
         (in ``foreachBatch``), ``seconds_behind`` (now − last commit time in the batch)."""
+        with self._lock:
+            self._batch(fields)
+
+    def _batch(self, fields: dict) -> None:
         d = self.data
-        d["state"] = "running"
+        if d["state"] not in ("failed", "stopped"):
+            d["state"] = "running"
         secs = fields.get("seconds") or 0.0
         fields.setdefault("changes_per_s", round(fields.get("rows_in", 0) / secs) if secs > 0 else None)
         d["batches"] += 1
@@ -41,15 +49,17 @@ class StatusFile:
         self.write()
 
     def set(self, **fields) -> None:
-        self.data.update(fields)
-        if fields.get("state") in ("stopped", "failed"):
-            self.data["stopped_at"] = time.time()
-        self.write()
+        with self._lock:
+            self.data.update(fields)
+            if fields.get("state") in ("stopped", "failed"):
+                self.data["stopped_at"] = time.time()
+            self.write()
 
     def write(self) -> None:
-        self.data["updated_at"] = time.time()
-        os.makedirs(os.path.dirname(self.path), exist_ok=True)
-        write_atomic(self.path, json.dumps(self.data, indent=1, default=str).encode())
+        with self._lock:
+            self.data["updated_at"] = time.time()
+            os.makedirs(os.path.dirname(self.path), exist_ok=True)
+            write_atomic(self.path, json.dumps(self.data, indent=1, default=str).encode())
 
 
 def read_status(checkpoint: str) -> dict | None:
