@@ -183,3 +183,35 @@ def test_available_now_cold_start_then_catch_up(pg_url, tmp_path):
         while _leftovers(c) and time.monotonic() < deadline:
             time.sleep(0.2)
         assert _leftovers(c) == []
+
+
+def test_a_failed_sink_stops_the_daemon_and_a_restart_writes_its_batch(pg_url, tmp_path):
+    """A batch is in the engine's log before its sinks are written (on a background thread,
+    beside the next batch). When the sink refuses a batch (someone else deleted a row of the
+    sink table: its count would go negative) the daemon stops, failed, naming the cause; once
+    the table is repaired, a restart writes the logged batch to the sink, without applying it
+    to the engine twice, and the table equals PostgreSQL's SELECT."""
+    create_tables(pg_url, seed=9)
+    views = tmp_path / "views.sql"
+    views.write_text(VIEWS)
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]"]
+    ckpt, log = str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")
+    d = Daemon(args, ckpt, log).start()
+    d.wait(lambda st: st.get("batches", 0) >= 1, 300, "the snapshot batch")
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        row = c.execute("SELECT a, k, x, y, tag, ivm_count, ivm_key FROM v3 ORDER BY ivm_key LIMIT 1").fetchone()
+        c.execute("DELETE FROM v3 WHERE ivm_key = %s", [row[-1]])       # someone else
+        c.execute("DELETE FROM r WHERE a = %s AND k = %s", row[:2])      # removes that view row
+    assert d.proc.wait(300) != 0, d.tail()
+    d.log.close()
+    st = d.status()
+    assert st["state"] == "failed" and "negative count" in st["error"], st
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("INSERT INTO v3 (a, k, x, y, tag, ivm_count, ivm_key) VALUES (%s, %s, %s, %s, %s, %s, %s)", row)
+    d = Daemon(args, ckpt, log).start()
+    d.wait(lambda st: st.get("state") == "running", 300, "the restarted query")
+    assert d.terminate() == 0, d.tail()
+    got, want = materialized(pg_url), expected(pg_url)
+    assert got == want, _diff(got, want)
+    with open(log, errors="replace") as f:
+        assert "written to the sinks again" in f.read()

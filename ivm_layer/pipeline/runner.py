@@ -113,16 +113,28 @@ class DriverEngine:
                 def done(seconds: float) -> None:
                     self._report(fields, time.monotonic() - t0, cycle, dict(split, sinks=round(seconds, 3)))
 
-                self.writer.submit(batch_id, out, done)
+                self.writer.submit(batch_id, out, done, self._fail)
         except BaseException as e:
-            self.failed = e
-            if self.status is not None:
-                self.status.set(state="failed", error=str(e))
+            self._fail(e)
             raise
 
+    def _fail(self, e: BaseException) -> None:
+        """The engine or a sink failed: no further batch is applied (the daemon's loop stops
+        the query; a restart resumes exactly from the checkpoint)."""
+        if self.failed is None:
+            self.failed = e
+            log.error("the daemon stops: %s", e)
+        if self.status is not None:
+            self.status.set(state="failed", error=str(e))
+
     def flush(self) -> None:
-        """Wait until the sinks hold every applied batch (raises a sink's failure)."""
-        self.writer.wait()
+        """Wait until the sinks hold every applied batch (raises a sink's failure that was
+        not reported yet)."""
+        try:
+            self.writer.wait()
+        except BaseException as e:
+            if e is not self.failed:
+                raise
 
     def _fields(self, batch_id: int, rows: list, out: dict, ts: list) -> dict:
         from .pgsource import lsn_text
@@ -351,6 +363,9 @@ def run(cfg: DaemonConfig) -> int:
     restarts = 0
     try:
         while not stop_requested:
+            if engine is not None and engine.failed is not None:
+                query.stop()        # a sink failed on its thread: stop (a restart writes it)
+                raise engine.failed
             try:
                 if query.awaitTermination(1):
                     break

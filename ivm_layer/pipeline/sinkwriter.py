@@ -41,10 +41,11 @@ class SinkWriter:
             s.write(batch_id, changes)
         return time.monotonic() - t
 
-    def submit(self, batch_id: int, changes: Mapping[str, Change],
-               done: Callable[[float], None]) -> float:
+    def submit(self, batch_id: int, changes: Mapping[str, Change], done: Callable[[float], None],
+               failed: Callable[[BaseException], None] | None = None) -> float:
         """Start writing one batch on the background thread, once the batch in flight is
-        written; ``done(seconds)`` is called there after every sink holds it. Returns the
+        written; ``done(seconds)`` is called there after every sink holds it, ``failed(error)``
+        if a sink fails (the error is also raised by the next :meth:`wait`). Returns the
         seconds spent waiting for the batch in flight; raises its failure."""
         waited = self.wait()
 
@@ -54,6 +55,8 @@ class SinkWriter:
                 done(secs)
             except BaseException as e:  # noqa: BLE001 - handed to the next wait()
                 self._error = e
+                if failed is not None:
+                    failed(e)
 
         self._thread = threading.Thread(target=run, name=f"ivm-sinks-{batch_id}", daemon=True)
         self._thread.start()
