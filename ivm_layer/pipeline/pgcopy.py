@@ -32,7 +32,7 @@ class Fixed:
     """A fixed-width column: a 1-D array of big-endian values (itemsize = the field's width)
     and a NULL mask."""
 
-    __slots__ = ("values", "nulls")
+    __slots__ = ("nulls", "values")
 
     def __init__(self, values: np.ndarray, nulls: np.ndarray | None):
         self.values, self.nulls = values, nulls

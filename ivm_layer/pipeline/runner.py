@@ -163,6 +163,19 @@ class DriverEngine:
             self.status.batch(**fields)
 
 
+def _flush(engine: DriverEngine | None) -> Exception | None:
+    """Wait for the sinks of the last batch; their failure (the next start writes the batch
+    again), logged, or None."""
+    if engine is None:
+        return None
+    try:
+        engine.flush()
+    except Exception as e:  # noqa: BLE001 - reported by the caller
+        log.error("writing the last batch to the sinks failed (the next start writes it): %s", e)
+        return e
+    return None
+
+
 def prepare_source(cfg: DaemonConfig, defs: list[ViewDef]) -> dict:
     """Read the tables' schema and the view columns' types; check (or, with
     ``set_replica_identity``, set) ``REPLICA IDENTITY FULL`` on every table (deletes and updates
@@ -388,16 +401,13 @@ def run(cfg: DaemonConfig) -> int:
         print(f"ivm daemon: the streaming query failed: {first}", file=sys.stderr)
         return 1
     finally:
-        try:
-            if engine is not None:
-                engine.flush()      # the last batch's sinks
-        except Exception as e:  # noqa: BLE001 - written again at the next start
-            status.set(state="failed", error=str(e)[:500])
-            print(f"ivm daemon: writing the last batch to the sinks failed: {e}", file=sys.stderr)
-            return 1
-        finally:
-            for s in sinks:
-                s.close()
+        unflushed = _flush(engine)      # the last batch's sinks
+        for s in sinks:
+            s.close()
+    if unflushed is not None:
+        status.set(state="failed", error=str(unflushed)[:500])
+        print(f"ivm daemon: writing the last batch to the sinks failed: {unflushed}", file=sys.stderr)
+        return 1
     exc = query.exception()
     if exc is not None:
         status.set(state="failed", error=str(exc)[:500])
