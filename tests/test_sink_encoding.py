@@ -15,7 +15,8 @@ import pytest
 
 from ivm_layer.pipeline import pgcopy
 from ivm_layer.pipeline.rowdigest import digest_bytes, digests, infer, row_digest
-from ivm_layer.pipeline.sinks import DIGEST_COMMENT, SMALL_CHANGE, PostgresSink, row_key
+from ivm_layer.pipeline.sinkrows import DIGEST_COMMENT, SMALL_CHANGE, row_key
+from ivm_layer.pipeline.sinks import PostgresSink
 
 VALUES = [None, 0, 1, -1, 2**63 - 1, -2**63, 2**63, -2**70, True, False, 0.0, -0.0, 1.0, 1.5,
           float("inf"), "", "a", "é€", "1", b"x", bytearray(b"x"), decimal.Decimal("1.0"),
@@ -143,7 +144,9 @@ def test_sink_keys_agree_across_paths_and_releases(pg_url):
     assert not s.legacy["v"]
     assert s.write(0, {"v": big})
     assert s.write(1, {"v": [((i, f"s{i % 7}"), -1) for i in range(40)]})
-    assert s.write(2, {"v": [((i, f"s{i % 7}"), 2) for i in range(40, SMALL_CHANGE * 5)]})
+    more = {"v": [((i, f"s{i % 7}"), 2) for i in range(40, SMALL_CHANGE * 5)]}
+    assert s.write(2, more, s.prepare_batch(more))   # encoded ahead, as the daemon does: refused
+    assert s.upsert_only["v"] > 0                    # (the rows exist), so the batch was upserted
     assert _rows(pg_url, "v", "x, y") == Counter({(i, f"s{i % 7}"): 3 for i in range(40, SMALL_CHANGE * 5)})
     with psycopg.connect(pg_url) as c:
         keys = {r[0].bytes for r in c.execute("SELECT ivm_key FROM v")}
@@ -240,7 +243,7 @@ def test_sink_writer_keeps_order_and_hands_failures_on():
     seen, started = [], threading.Event()
 
     class Slow(Sink):
-        def write(self, batch_id, changes):
+        def write(self, batch_id, changes, prepared=None):
             started.set()
             if changes.get("fail"):
                 raise SinkError(f"batch {batch_id} refused")

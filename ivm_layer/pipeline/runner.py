@@ -107,13 +107,16 @@ class DriverEngine:
                 self.store.snapshot(batch_id, self.state)
                 self._report(fields, time.monotonic() - t0, time.monotonic() - t0, split)
             else:
-                split["wait"] = round(self.writer.wait(), 3)   # the previous batch's sinks
+                # keys and encoding while the previous batch's sinks still write, then wait
+                prepared = self.writer.prepare(out)
+                t = _lap(split, "prepare", t)
+                split["wait"] = round(self.writer.wait(), 3)
                 cycle = time.monotonic() - t0
 
                 def done(seconds: float) -> None:
                     self._report(fields, time.monotonic() - t0, cycle, dict(split, sinks=round(seconds, 3)))
 
-                self.writer.submit(batch_id, out, done, self._fail)
+                self.writer.submit(batch_id, out, done, self._fail, prepared)
         except BaseException as e:
             self._fail(e)
             raise

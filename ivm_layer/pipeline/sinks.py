@@ -29,7 +29,6 @@ deleted by key — no join, no scan of the sink table.
 
 from __future__ import annotations
 
-import hashlib
 import operator
 import os
 import re
@@ -38,8 +37,16 @@ from collections.abc import Mapping
 
 from ..engine.view import Change, View
 from ..errors import IVMError
+from .sinkrows import DIGEST_COMMENT, CopyRows, qi, row_key
 
 _count = operator.itemgetter(1)
+
+
+def _added(change: Change) -> Change:
+    """The rows a change adds (k > 0)."""
+    return change if min(map(_count, change)) > 0 else [(row, k) for row, k in change if k > 0]
+
+
 #: ``{view: (columns, sql_types)}``
 Layouts = dict[str, tuple[list[str], list[str]]]
 BOOKKEEPING = "ivm_daemon_batches"
@@ -51,15 +58,6 @@ RETRY_SECONDS = 120.0
 
 class SinkError(IVMError):
     """A sink cannot be opened or written."""
-
-
-def row_key(row: tuple) -> str:
-    """A stable digest of a view row (the same row always gets the same key)."""
-    return hashlib.blake2b(repr(row).encode(), digest_size=16).hexdigest()
-
-
-def qi(name: str) -> str:
-    return '"' + name.replace('"', '""') + '"'
 
 
 def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]],
@@ -97,9 +95,15 @@ class Sink:
     def prepare(self, layouts: Layouts, fresh: bool) -> None:
         """Create what is missing; ``fresh`` (a new checkpoint) also empties earlier output."""
 
-    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
-        """Write one batch; False when it was already written (a replay)."""
+    def write(self, batch_id: int, changes: Mapping[str, Change], prepared: object = None) -> bool:
+        """Write one batch; False when it was already written (a replay). ``prepared``: what
+        :meth:`prepare_batch` returned for these changes, if it was called."""
         raise NotImplementedError
+
+    def prepare_batch(self, changes: Mapping[str, Change]) -> object:
+        """Work on a batch that needs no connection (keys, encoding), done on the query's
+        thread while the previous batch is being written; handed to :meth:`write`."""
+        return None
 
     def committed(self) -> int | None:
         """The last batch id this sink holds for sure (-1: none), after ``prepare``; None for
@@ -108,63 +112,6 @@ class Sink:
 
     def close(self) -> None:
         pass
-
-
-#: rows per binary COPY block (the server stores one block while the next is encoded)
-COPY_BLOCK = 65_536
-#: below this many rows a change is written row by row (numpy's set-up costs more)
-SMALL_CHANGE = 64
-#: the comment on ``ivm_key`` of tables keyed by ``rowdigest`` (others keep ``row_key``)
-DIGEST_COMMENT = "ivm-layer row digest 2"
-
-
-def copy_rows(conn, table: str, cols: list[str], types: list[str], change: Change,
-              legacy: bool = False) -> None:
-    """COPY ``change`` (``[(row, k)]``) into ``table`` (the view's columns, ``ivm_count``,
-    ``ivm_key``) in the order of the keys: the primary key's index is then walked once, in
-    order (keys in arrival order are random: each row touched a random index page, and the
-    cost per row grew with the table). Keys are ``rowdigest`` digests computed a column at a
-    time, and the rows go in PostgreSQL's binary format, encoded a block at a time while the
-    server stores the previous block; a ``legacy`` table (keyed by ``row_key``, from an older
-    release) and columns of other types are written as text rows."""
-    from operator import itemgetter
-
-    import numpy as np
-
-    from . import pgcopy
-    from .rowdigest import digest_bytes, digests, infer, row_digest
-
-    names = ", ".join(["ivm_key", "ivm_count"] + [qi(c) for c in cols])
-    n = len(change)
-    if legacy or n < SMALL_CHANGE:
-        keyed = [(row_key(row) if legacy else row_digest(row).hex(), k, row) for row, k in change]
-        keyed.sort(key=itemgetter(0))
-        with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN") as cp:
-            write = cp.write_row
-            for key, k, row in keyed:
-                write((key, k, *row))
-        return
-    rows = list(map(itemgetter(0), change))
-    counts = np.fromiter(map(itemgetter(1), change), np.int64, n)
-    columns = [list(map(itemgetter(j), rows)) for j in range(len(cols))]
-    arrays = [infer(c) for c in columns]
-    h1, h2 = digests(columns, n, arrays)
-    order = np.argsort(h1)   # a uuid compares bytewise: the high word decides
-    keys = digest_bytes(h1, h2)
-    binary = pgcopy.fields(arrays, types)
-    if binary is None:
-        with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN") as cp:
-            write = cp.write_row
-            for i in order.tolist():
-                write((keys[i].tobytes().hex(), change[i][1], *rows[i]))
-        return
-    block = [pgcopy.uuid_field(keys), pgcopy.bigint_field(counts), *binary]
-    with conn.cursor().copy(f"COPY {qi(table)} ({names}) FROM STDIN (FORMAT binary)") as cp:
-        cp.write(pgcopy.HEADER)
-        for lo in range(0, n, COPY_BLOCK):
-            sel = order[lo:lo + COPY_BLOCK]
-            cp.write(pgcopy.encode([f.take(sel) for f in block], len(sel)))
-        cp.write(pgcopy.TRAILER)
 
 
 class PostgresSink(Sink):
@@ -217,7 +164,17 @@ class PostgresSink(Sink):
                                     [self.daemon]).fetchone()
         return -1 if r is None else int(r[0])
 
-    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+    def prepare_batch(self, changes: Mapping[str, Change]) -> dict[str, CopyRows]:
+        """The rows each view's change adds, keyed and encoded for the COPY of new rows."""
+        out = {}
+        for view, change in changes.items():
+            if change and self.upsert_only.get(view, 0) == 0:
+                added = _added(change)
+                if added:
+                    out[view] = CopyRows(*self.layouts[view], added, self.legacy[view])
+        return out
+
+    def write(self, batch_id: int, changes: Mapping[str, Change], prepared: object = None) -> bool:
         """Write one batch in one transaction. A broken connection (a server restart) is
         reopened and the batch written again: the transaction either did not commit, or it
         did and its batch id is recorded, so the retry skips it."""
@@ -230,7 +187,7 @@ class PostgresSink(Sink):
         deadline = time.monotonic() + RETRY_SECONDS
         while True:
             try:
-                return self._write(batch_id, changes)
+                return self._write(batch_id, changes, prepared or {})
             except (psycopg.OperationalError, PostgresError) as e:
                 if isinstance(e, psycopg.errors.QueryCanceled) or time.monotonic() > deadline:
                     raise SinkError(f"cannot write batch {batch_id} to {self.label}: {e}") from e
@@ -239,7 +196,7 @@ class PostgresSink(Sink):
                     self.conn = None
                 time.sleep(1.0)
 
-    def _write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+    def _write(self, batch_id: int, changes: Mapping[str, Change], prepared: dict) -> bool:
         conn = self._connect()
         with conn.transaction():
             r = conn.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = %s FOR UPDATE",
@@ -248,32 +205,34 @@ class PostgresSink(Sink):
                 return False
             for view, change in changes.items():
                 if change:
-                    self._merge(conn, view, change)
+                    self._merge(conn, view, change, prepared.get(view))
             conn.execute(f"INSERT INTO {BOOKKEEPING} (daemon, batch_id) VALUES (%s, %s) "
                          "ON CONFLICT (daemon) DO UPDATE SET batch_id = EXCLUDED.batch_id, "
                          "updated_at = now()", [self.daemon, batch_id])
         return True
 
-    def _merge(self, conn, view: str, change: Change) -> None:
+    def _merge(self, conn, view: str, change: Change, rows: CopyRows | None = None) -> None:
         """Rows added by the batch are first tried as new rows: COPY straight into the table,
         under a savepoint (the primary key refuses a row the table already holds: then the
         savepoint is rolled back and the whole change goes through the upsert, and the next
         ``UPSERT_BATCHES`` batches of the view go there directly). Removed rows (and a refused
-        COPY) take the upsert."""
+        COPY) take the upsert. ``rows``: the added rows as :meth:`prepare_batch` encoded them."""
         import psycopg
 
         if self.upsert_only.get(view, 0) > 0:
             self.upsert_only[view] -= 1
             return self._upsert(conn, view, change)
-        added = change if min(map(_count, change)) > 0 else [(row, k) for row, k in change if k > 0]
-        if added:
+        if rows is None:
+            added = _added(change)
+            rows = CopyRows(*self.layouts[view], added, self.legacy[view]) if added else None
+        if rows is not None:
             try:
                 with conn.transaction():
-                    copy_rows(conn, view, *self.layouts[view], added, self.legacy[view])
+                    rows.copy(conn, view)
             except psycopg.errors.UniqueViolation:
                 self.upsert_only[view] = UPSERT_BATCHES
                 return self._upsert(conn, view, change)
-        if len(added) < len(change):
+        if rows is None or rows.n < len(change):
             self._upsert(conn, view, [(row, k) for row, k in change if k < 0])
 
     def _upsert(self, conn, view: str, change: Change) -> None:
@@ -282,7 +241,7 @@ class PostgresSink(Sink):
         conn.execute(f"CREATE TEMP TABLE IF NOT EXISTS {qi(stage)} "
                      f"(LIKE {qi(view)}) ON COMMIT DELETE ROWS")
         all_cols = [qi(c) for c in cols] + ["ivm_count", "ivm_key"]
-        copy_rows(conn, stage, cols, types, change, self.legacy[view])
+        CopyRows(cols, types, change, self.legacy[view]).copy(conn, stage)
         # one pass over the stage, each row probing the primary key (no join for the planner
         # to get wrong from stale statistics); only the keys whose count dropped come back
         upd = "ivm_count = t.ivm_count + EXCLUDED.ivm_count"
@@ -354,7 +313,7 @@ class DuckDBSink(Sink):
         r = self.conn.execute(f"SELECT batch_id FROM {BOOKKEEPING} WHERE daemon = ?", [self.daemon]).fetchall()
         return int(r[0][0]) if r else -1
 
-    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+    def write(self, batch_id: int, changes: Mapping[str, Change], prepared: object = None) -> bool:
         import pyarrow as pa
 
         c = self.conn
@@ -435,7 +394,7 @@ class ParquetSink(Sink):
                if re.fullmatch(r"batch-\d+\.parquet", n)]
         return max(ids) - 1 if ids else -1
 
-    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+    def write(self, batch_id: int, changes: Mapping[str, Change], prepared: object = None) -> bool:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
@@ -464,7 +423,7 @@ class ConsoleSink(Sink):
     def __init__(self, stream=None):
         self.stream = stream or sys.stdout
 
-    def write(self, batch_id: int, changes: Mapping[str, Change]) -> bool:
+    def write(self, batch_id: int, changes: Mapping[str, Change], prepared: object = None) -> bool:
         for view, change in changes.items():
             for row, k in change:
                 self.stream.write(f"batch {batch_id} {view} {'+' if k > 0 else ''}{k} {row!r}\n")

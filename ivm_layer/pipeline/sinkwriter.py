@@ -30,19 +30,25 @@ class SinkWriter:
         self._thread: threading.Thread | None = None
         self._error: BaseException | None = None
 
-    def write(self, batch_id: int, changes: Mapping[str, Change]) -> float:
+    def prepare(self, changes: Mapping[str, Change]) -> list:
+        """Each sink's work on a batch that needs no connection (``Sink.prepare_batch``), done
+        on the caller's thread while the batch in flight is written."""
+        return [s.prepare_batch(changes) for s in self.sinks]
+
+    def write(self, batch_id: int, changes: Mapping[str, Change], prepared: list | None = None) -> float:
         """Write one batch now (after the one in flight); returns the seconds it took."""
         self.wait()
-        return self._write(batch_id, changes)
+        return self._write(batch_id, changes, prepared)
 
-    def _write(self, batch_id: int, changes: Mapping[str, Change]) -> float:
+    def _write(self, batch_id: int, changes: Mapping[str, Change], prepared: list | None) -> float:
         t = time.monotonic()
-        for s in self.sinks:
-            s.write(batch_id, changes)
+        for i, s in enumerate(self.sinks):
+            s.write(batch_id, changes, prepared[i] if prepared is not None else None)
         return time.monotonic() - t
 
     def submit(self, batch_id: int, changes: Mapping[str, Change], done: Callable[[float], None],
-               failed: Callable[[BaseException], None] | None = None) -> float:
+               failed: Callable[[BaseException], None] | None = None,
+               prepared: list | None = None) -> float:
         """Start writing one batch on the background thread, once the batch in flight is
         written; ``done(seconds)`` is called there after every sink holds it, ``failed(error)``
         if a sink fails (the error is also raised by the next :meth:`wait`). Returns the
@@ -51,7 +57,7 @@ class SinkWriter:
 
         def run() -> None:
             try:
-                secs = self._write(batch_id, changes)
+                secs = self._write(batch_id, changes, prepared)
                 done(secs)
             except BaseException as e:  # noqa: BLE001 - handed to the next wait()
                 self._error = e
