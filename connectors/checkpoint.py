@@ -575,7 +575,7 @@ class CheckpointStore:
                     else:
                         changes = {t: [(decode_row(row), int(k)) for row, k in rows]
                                    for t, rows in entry["changes"].items()}
-                    if hold_after is not None and batch_lsn > hold_after and held is not None:
+                    if held is not None and hold_after is not None and batch_lsn > hold_after:
                         held.append((batch_lsn, changes))
                         changes = {}
                     for t, rows in changes.items():

@@ -32,7 +32,9 @@ class StatusFile:
 
     def batch(self, **fields) -> None:
         """Record one batch: ``rows_in``, ``changes_out``, ``lsn``/``lsn_text``, ``seconds``
-        (in ``foreachBatch``), ``seconds_behind`` (now − last commit time in the batch)."""
+        (from its start until its sinks held it), ``query_seconds`` (its time in the query,
+        which gives ``changes_per_s``), ``seconds_behind`` (now − last commit time in the
+        batch)."""
         with self._lock:
             self._batch(fields)
 
