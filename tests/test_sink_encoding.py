@@ -233,30 +233,34 @@ def duckdb_connect(path):
 
 
 def test_sink_writer_keeps_order_and_hands_failures_on():
-    """One batch in flight at a time, in order; a failed write is raised by the next wait
-    (the next batch, or the daemon's stop) and the writer can go on after it."""
-    import threading
+    """One batch in flight at a time, in order: a batch starts after the one before it is
+    written; a failed write is reported to ``failed`` on the thread and raised by the next
+    wait (the next batch, or the daemon's stop), and the writer goes on after it."""
+    import time
 
     from ivm_layer.pipeline.sinks import Sink, SinkError
     from ivm_layer.pipeline.sinkwriter import SinkWriter
 
-    seen, started = [], threading.Event()
+    events = []
 
     class Slow(Sink):
         def write(self, batch_id, changes, prepared=None):
-            started.set()
+            events.append(("start", batch_id, prepared))
+            time.sleep(0.05)
             if changes.get("fail"):
                 raise SinkError(f"batch {batch_id} refused")
-            seen.append(batch_id)
+            events.append(("end", batch_id))
             return True
 
     w = SinkWriter([Slow()])
-    done = []
-    w.submit(0, {}, done.append)
-    w.submit(1, {}, done.append)        # waits for batch 0 first
-    assert seen[0] == 0
-    w.submit(2, {"fail": [((1,), 1)]}, done.append)
+    done, failed = [], []
+    w.submit(0, {}, done.append, failed.append, prepared=["p0"])
+    w.submit(1, {}, done.append, failed.append)        # waits for batch 0 first
+    assert events[:2] == [("start", 0, "p0"), ("end", 0)]
+    w.submit(2, {"fail": [((1,), 1)]}, done.append, failed.append)
     with pytest.raises(SinkError, match="batch 2 refused"):
         w.wait()
-    assert w.wait() == pytest.approx(0, abs=0.5) and seen == [0, 1] and len(done) == 2
-    assert w.write(3, {}) >= 0 and seen == [0, 1, 3]
+    assert events == [("start", 0, "p0"), ("end", 0), ("start", 1, None), ("end", 1), ("start", 2, None)]
+    assert len(done) == 2 and len(failed) == 1 and "batch 2" in str(failed[0])
+    assert w.wait() < 0.5                                # the failure was handed on once
+    assert w.write(3, {}) >= 0.05 and events[-1] == ("end", 3)
