@@ -23,8 +23,11 @@ import numpy as np
 HEADER = b"PGCOPY\n\xff\r\n\x00" + b"\x00" * 8
 TRAILER = b"\xff\xff"
 
-_FIXED = {"smallint": ">i2", "integer": ">i4", "bigint": ">i8", "real": ">f4",
-          "double precision": ">f8", "boolean": "u1"}
+#: PostgreSQL type → (its big-endian numpy dtype, the pyarrow type, what an inferred column
+#: may hold to be written as it: ints, numbers or booleans)
+_FIXED = {"smallint": (">i2", "int16", "int"), "integer": (">i4", "int32", "int"),
+          "bigint": (">i8", "int64", "int"), "real": (">f4", "float32", "number"),
+          "double precision": (">f8", "float64", "number"), "boolean": ("u1", "bool_", "bool")}
 _TEXT = re.compile(r"^(text|character varying(\(\d+\))?|character(\(\d+\))?)$")
 
 
@@ -95,20 +98,19 @@ def fields(arrays: Sequence, types: Sequence[str]) -> list[Field] | None:
         if arr is None:
             return None
         if t in _FIXED:
-            at = {"smallint": pa.int16(), "integer": pa.int32(), "bigint": pa.int64(),
-                  "real": pa.float32(), "double precision": pa.float64(), "boolean": pa.bool_()}[t]
-            ok = (arr.type == pa.bool_() if t == "boolean" else
-                  pa.types.is_integer(arr.type) if t in ("smallint", "integer", "bigint") else
-                  pa.types.is_integer(arr.type) or pa.types.is_floating(arr.type))
+            dtype, arrow_type, holds = _FIXED[t]
+            is_int = pa.types.is_integer(arr.type)
+            ok = {"int": is_int, "number": is_int or pa.types.is_floating(arr.type),
+                  "bool": arr.type == pa.bool_()}[holds]
             if not (ok or pa.types.is_null(arr.type)):
                 return None    # e.g. a float in an integer column: not this column's value
             try:
-                arr = arr.cast(at)       # a safe cast: an int out of range raises
+                arr = arr.cast(getattr(pa, arrow_type)())   # a safe cast: an int out of range raises
             except (pa.ArrowException, OverflowError):
                 return None
-            v = arr.fill_null(False if t == "boolean" else 0).to_numpy(zero_copy_only=False)
+            v = arr.fill_null(False if holds == "bool" else 0).to_numpy(zero_copy_only=False)
             nulls = arr.is_null().to_numpy(zero_copy_only=False) if arr.null_count else None
-            out.append(Fixed(np.ascontiguousarray(v.astype(_FIXED[t])), nulls))
+            out.append(Fixed(np.ascontiguousarray(v.astype(dtype)), nulls))
         elif _TEXT.match(t) and (pa.types.is_string(arr.type) or pa.types.is_null(arr.type)):
             out.append(Text(arr.cast(pa.string())))
         else:

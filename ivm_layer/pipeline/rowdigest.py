@@ -54,9 +54,14 @@ def _mix1(x: int) -> int:
     return x ^ (x >> 31)
 
 
-def _blake(v) -> tuple[int, int]:
-    d = hashlib.blake2b(repr(v).encode(), digest_size=16).digest()
+def _words(text: str) -> tuple[int, int]:
+    """The two halves of ``blake2b(text)``: the words of a value whose ``repr`` is ``text``."""
+    d = hashlib.blake2b(text.encode(), digest_size=16).digest()
     return int.from_bytes(d[:8], "big"), int.from_bytes(d[8:], "big")
+
+
+def _blake(v) -> tuple[int, int]:
+    return _words(repr(v))
 
 
 _NULL = _blake(None)
@@ -128,8 +133,7 @@ def _column_words(col: Sequence, arr) -> tuple[np.ndarray, np.ndarray]:
             r = repr(v)
             w = seen.get(r)
             if w is None:
-                d = hashlib.blake2b(r.encode(), digest_size=16).digest()
-                w = seen[r] = (int.from_bytes(d[:8], "big"), int.from_bytes(d[8:], "big"))
+                w = seen[r] = _words(r)
             w1[i], w2[i] = w
     return w1, w2
 
