@@ -28,6 +28,16 @@ from daemon_workload import (
 )
 
 
+def _caught_up_and_equal(d, writers, pg_url: str, tmp_path) -> None:
+    """Stop the writers, wait until the daemon applied their last commit, and check both sinks
+    (the source table and the Parquet deltas) against PostgreSQL's SELECT."""
+    d.wait_lsn(writers.stop(), timeout=300)
+    want = expected(pg_url)
+    assert sum(want.values()) > 0
+    assert materialized(pg_url) == want
+    assert _parquet_view(tmp_path / "pq" / "v3") == want
+
+
 def _parquet_view(directory) -> Counter:
     total: Counter = Counter()
     for f in sorted(directory.glob("batch-*.parquet")):
@@ -50,12 +60,7 @@ def _run_sharded(pg_url, tmp_path, master: str) -> None:
         d.wait(lambda s: s.get("batches", 0) >= 1, 300, "the snapshot batch")
         writers = Writers(pg_url, seed=11).start()
         time.sleep(8)
-        marker = writers.stop()
-        d.wait_lsn(marker, timeout=300)
-        want = expected(pg_url)
-        assert sum(want.values()) > 0
-        assert materialized(pg_url) == want
-        assert _parquet_view(tmp_path / "pq" / "v3") == want
+        _caught_up_and_equal(d, writers, pg_url, tmp_path)
         assert sum(writers.counts.values()) > 20
         assert d.terminate() == 0
     finally:
@@ -186,12 +191,7 @@ def test_two_shards_kill9_restart_is_exact(pg_url, tmp_path):
         d2 = Daemon(args, ckpt, log).start()
         d2.wait(lambda s: s.get("batches", 0) >= 1, 300, "the first batch after the restart")
         time.sleep(3)
-        marker = writers.stop()
-        d2.wait_lsn(marker, timeout=300)
-        want = expected(pg_url)
-        assert sum(want.values()) > 0
-        assert materialized(pg_url) == want
-        assert _parquet_view(tmp_path / "pq" / "v3") == want
+        _caught_up_and_equal(d2, writers, pg_url, tmp_path)
         shard_files = [n for k in "01" for n in os.listdir(os.path.join(ckpt, "shards", "v3", k))]
         assert sum(n.startswith("snap-") for n in shard_files) >= 3   # snapshots were taken (and pruned)
         assert d2.terminate() == 0
