@@ -60,6 +60,16 @@ class SinkError(IVMError):
     """A sink cannot be opened or written."""
 
 
+def refuse_negative(view: str, label: str, dropped: list[tuple[object, int]]) -> None:
+    """Fail the batch when a merge left keys with a negative count: the table was changed by
+    someone else (the batch's transaction is then rolled back)."""
+    bad = sum(1 for _, n in dropped if n < 0)
+    if bad:
+        raise SinkError(f"table {view!r} in {label} would hold {bad} row(s) with a negative "
+                        "count: it was changed by someone else; drop it and restart the daemon "
+                        "with a new --checkpoint")
+
+
 def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]],
                 types: list[str] | None = None) -> tuple[list[str], list[str]]:
     """The view's column names and PostgreSQL types: ``types`` as the source database typed
@@ -253,11 +263,7 @@ class PostgresSink(Sink):
         self._drop_keys(conn, view, dropped)
 
     def _drop_keys(self, conn, view: str, dropped: list[tuple[str, int]]) -> None:
-        bad = sum(1 for _, n in dropped if n < 0)
-        if bad:
-            raise SinkError(f"table {view!r} in {self.label} would hold {bad} row(s) with a negative "
-                            "count: it was changed by someone else; drop it and restart the daemon "
-                            "with a new --checkpoint")
+        refuse_negative(view, self.label, dropped)
         if dropped:  # primary-key lookups
             kt = self.key_types.get(view, "text")
             conn.execute(f"DELETE FROM {qi(view)} WHERE ivm_key = ANY(%s::{kt}[]) AND ivm_count = 0",
@@ -350,11 +356,7 @@ class DuckDBSink(Sink):
             raise
 
     def _drop_keys(self, view: str, dropped: list[tuple[str, int]]) -> None:
-        bad = sum(1 for _, n in dropped if n < 0)
-        if bad:
-            raise SinkError(f"table {view!r} in {self.label} would hold {bad} row(s) with a negative "
-                            "count: it was changed by someone else; drop it and restart the daemon "
-                            "with a new --checkpoint")
+        refuse_negative(view, self.label, dropped)
         keys = [k for k, _ in dropped]
         for i in range(0, len(keys), 500):  # a literal key list is an index lookup in DuckDB
             lits = ", ".join(f"'{k}'" for k in keys[i:i + 500] if re.fullmatch(r"[0-9a-f]+", k))
