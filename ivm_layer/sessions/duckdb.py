@@ -40,6 +40,7 @@ from ..errors import IVMError
 from ..sql.statements import classify
 from . import reads
 from .core import Cursor, SessionBase, ViewInfo
+from .duck_clients import ClientTransaction
 from .duck_tables import run
 from .duck_views import (
     CatalogWarning,
@@ -169,6 +170,19 @@ class Session(SessionBase):
         if not self._closed:
             self._closed = True
             self._conn.close()
+
+    @property
+    def catalog(self) -> DuckViews:
+        """The views (``catalog.views``: name → state) and the capture of their tables, for a
+        driver that runs statements on connections of its own (``ivm serve``)."""
+        return self._catalog
+
+    def client_transaction(self, conn) -> ClientTransaction:
+        """Capture the transaction that ``conn`` (a ``connection.cursor()``, already in
+        ``BEGIN``) runs, and apply it to the views at its commit
+        (:class:`~ivm_layer.sessions.duck_clients.ClientTransaction`)."""
+        self._check_open()
+        return ClientTransaction(self._catalog, conn)
 
     @property
     def connection(self):
