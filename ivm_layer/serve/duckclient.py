@@ -113,7 +113,10 @@ class DuckClient:
             p.rows = True
             return p
         p.copy = copy_options(text, r)
-        p.shape = fastpath.shape(text) if r.kind == "read" else None
+        if p.copy is not None and p.copy.direction == "out":
+            p.text = p.copy.query
+            p.route = r = route(p.text)
+        p.shape = fastpath.shape(p.text) if r.kind == "read" and p.copy is None else None
         p.rows = self._returns_rows(p)
         return p
 
