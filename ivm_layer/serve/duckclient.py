@@ -134,10 +134,23 @@ class DuckClient:
             return bool(st) and st[-1].type.name in _ROWS_TYPES
         return False
 
+    def param_types(self, p: Prepared) -> list[int]:
+        """The parameters' OIDs (declared, else inferred; cached per statement text)."""
+        if p.inferred is None:
+            key = (p.text, tuple(p.declared))
+            cache = self.backend.param_cache
+            got = cache.get(key)
+            if got is None:
+                got = infer(p.text, p.declared, self.backend.columns_of, p.nparams) if p.nparams else []
+                if len(cache) > 1024:
+                    cache.clear()
+                cache[key] = got
+            p.inferred = got
+        return p.inferred
+
     def describe(self, p: Prepared) -> tuple[list[int], list[Column] | None]:
         """Parameter OIDs and result columns without running the statement."""
-        if p.inferred is None:
-            p.inferred = infer(p.text, p.declared, self.backend.columns_of, p.nparams) if p.nparams else []
+        self.param_types(p)
         if p.command is not None:
             return p.inferred, self._command_columns(p)
         if not p.rows:
@@ -216,6 +229,23 @@ class DuckClient:
                 res.release = self.backend.gate.release_shared
                 res.holds_gate = True
 
+    def _engine_in_block(self, p: Prepared, vs, params) -> Result | None:
+        """An engine read inside a transaction block: with the block's own changes applied
+        (under the exclusive gate) when it has written tracked tables; the rows are taken
+        before the changes are taken back."""
+        b = self.backend
+        if self.txn is None or not self.txn.wrote_tracked:
+            with b.gate.shared(b.lock_timeout):
+                res = self._engine(p, vs, params)
+                if res is not None:
+                    res.rows = iter(list(res.rows))
+                return res
+        with b.gate.exclusive(b.lock_timeout), self.txn.overlay():
+            res = self._engine(p, vs, params)
+            if res is not None:
+                res.rows = iter(list(res.rows))
+            return res
+
     def _engine(self, p: Prepared, vs, params) -> Result | None:
         sh = p.shape
         columns = self._shape_columns(sh)
@@ -254,7 +284,13 @@ class DuckClient:
             cur = self.backend.catalog_cursor(self.database, self.settings.reported())
             cur.execute(p.text, params)
             return Result("SELECT", _description_columns(cur.description), iter(cur.fetchall()))
-        if p.shape is not None and self.status == "I":
+        if p.shape is not None and self.status == "T":
+            vs = self.backend.views.get(p.shape.view)
+            if vs is not None and vs.error is None and not vs.materialized:
+                res = self._engine_in_block(p, vs, params)
+                if res is not None:
+                    return res
+        elif p.shape is not None:
             vs = self.backend.views.get(p.shape.view)
             if vs is not None and vs.error is None and not vs.materialized:
                 self.backend.gate.acquire_shared(self.backend.lock_timeout)
@@ -280,6 +316,8 @@ class DuckClient:
         views = b.views
         mentions = b.session.catalog.names.counts(p.text) if views else {}
         tracked_write = kind in _WRITES and r.target in caps
+        if kind == "read" and any(views[n].error is None and is_parameterized(views[n].view) for n in mentions):
+            return self.lookup_read(p, params)
         if kind in ("create_view", "drop", "alter", "create_table", "unknown_write") and \
                 (kind == "create_view" or kind == "unknown_write" and caps or
                  self._touches_views(p, mentions, caps)):
@@ -293,7 +331,7 @@ class DuckClient:
             return self._through_session(p, params, ddl=False)
         if kind in ("create_table", "alter", "drop", "other", "unknown_write"):
             res = self._run(p, params, mentions)
-            b.schema_version += 1
+            b.schema_changed()
             return res
         return self._run(p, params, mentions)
 
@@ -379,7 +417,8 @@ class DuckClient:
 
     # -- reads of served views on the client's connection ---------------------------------------
     @contextlib.contextmanager
-    def _reading(self, text: str, r: Route, mentions: dict | None = None, empty: bool = False):
+    def _reading(self, text: str, r: Route, mentions: dict | None = None, empty: bool = False,
+                 gate: bool = False):
         """Served views the statement names, readable on this client's connection for the
         statement: the gate shared (exclusive with this block's changes applied when it has
         written tracked tables), each view's rows registered as a lazy Arrow reader (an Arrow
@@ -389,7 +428,7 @@ class DuckClient:
         if mentions is None:
             mentions = b.session.catalog.names.counts(text) if b.views else {}
         served = {n: b.views[n] for n in mentions if b.views[n].error is None and not b.views[n].materialized}
-        if not served:
+        if not served and not gate:
             yield text
             return
         overlay = self.txn is not None and self.txn.wrote_tracked and not empty
@@ -454,25 +493,24 @@ class DuckClient:
         sql, lookups, values = plan_lookups(p.text, pviews, params)
         inputs = self.conn.execute("SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
                                    params).fetchone() if values else ()
-        b.gate.acquire_shared(b.lock_timeout)
+        r = route(sql)
         names = []
-        try:
-            for lk in lookups:
-                vs = pviews[lk.view]
-                self.conn.register(lk.name, reads.reader(
-                    vs.view.lookup(**{q: inputs[i] for q, i in lk.inputs.items()}), vs.schema))
-                names.append(lk.name)
-            inner = Prepared(p.sql, sql, route(sql), 0, [], rows=True)
-            res = self._run(inner, None, b.session.catalog.names.counts(sql))
-            rows = list(res.rows)
-            res.close()
-            res.rows = iter(rows)
-            return res
-        finally:
-            for n in names:
-                with contextlib.suppress(Exception):
-                    self.conn.unregister(n)
-            b.gate.release_shared()
+        with self._reading(sql, r, gate=True):
+            try:
+                for lk in lookups:
+                    vs = pviews[lk.view]
+                    types = b.input_types(vs)
+                    given = {q: pgtypes.coerce(inputs[i], types.get(q)) for q, i in lk.inputs.items()}
+                    self.conn.register(lk.name, reads.reader(vs.view.lookup(**given), vs.schema))
+                    names.append(lk.name)
+                self.conn.execute(sql)
+                desc = self.conn.description
+                rows = self.conn.fetchall()
+            finally:
+                for n in names:
+                    with contextlib.suppress(Exception):
+                        self.conn.unregister(n)
+        return Result(_tag(p.route), _description_columns(desc), iter(rows))
 
     # -- transactions -------------------------------------------------------------------------
     def _transaction(self, kind: str) -> Result:
@@ -500,7 +538,7 @@ class DuckClient:
         else:
             self.conn.commit()
         if self.wrote_in_block:
-            b.schema_version += 1
+            b.schema_changed()
         return Result("COMMIT", count_in_tag=False)
 
     def fail(self) -> None:

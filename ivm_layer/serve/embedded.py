@@ -70,6 +70,7 @@ class EmbeddedBackend:
         self.epoch = self._next_epoch()
         self.counter = 0
         self._input_types: dict[int, dict[str, str]] = {}
+        self.param_cache: dict = {}       # (statement text, declared OIDs) -> parameter OIDs
         self._meta = self.session.connection.cursor()
         self._meta_lock = threading.Lock()
         self.users: set[str] = set()
@@ -111,9 +112,16 @@ class EmbeddedBackend:
     def _view_identity(self) -> dict[str, int]:
         return {n: id(vs) for n, vs in self.views.items()}
 
+    def schema_changed(self) -> None:
+        """A statement may have changed tables or types: the catalog and the parameter types
+        are read again."""
+        self.schema_version += 1
+        self.param_cache.clear()
+        self._input_types.clear()
+
     def after_ddl(self) -> None:
         """A statement may have changed the schema or the views (call with the gate exclusive)."""
-        self.schema_version += 1
+        self.schema_changed()
         now = self._view_identity()
         if now != self._view_ids:
             for name, ident in self._view_ids.items():

@@ -87,10 +87,11 @@ def infer(sql: str, declared: list[int], columns_of: Callable[[str], dict[str, s
             if isinstance(left, (exp.Add, exp.Sub, exp.Mul)) and isinstance(left.this, exp.Column):
                 assign(left.expression, column_type(left.this))
         elif isinstance(node, (exp.Add, exp.Sub, exp.Mul, exp.Div)):
-            if isinstance(node.this, exp.Column):
-                assign(node.expression, column_type(node.this))
-            if isinstance(node.expression, exp.Column):
-                assign(node.this, column_type(node.expression))
+            for a, b in ((node.this, node.expression), (node.expression, node.this)):
+                if isinstance(a, exp.Column) and number(a) is None:
+                    assign(b, column_type(a))
+                elif isinstance(a, exp.Literal) and not a.is_string:
+                    assign(b, "DECIMAL(38,10)" if "." in a.name else "BIGINT")
         elif isinstance(node, exp.In) and isinstance(node.this, exp.Column):
             ty = column_type(node.this)
             for e in node.expressions:

@@ -193,7 +193,7 @@ class Protocol:
             raise ServeError("08P01", f"bind message supplies {len(msg.params)} parameters, but prepared "
                                       f"statement \"{msg.statement}\" requires {p.nparams}")
         oids = self._param_oids(p, msg)
-        values = [pgtypes.decode_param(oids[i], msg.param_format(i), raw) for i, raw in enumerate(msg.params)]
+        values = [_decode(oids[i], msg.param_format(i), raw, p.declared, i) for i, raw in enumerate(msg.params)]
         old = self.portals.get(msg.portal)
         if old is not None:
             if msg.portal:
@@ -204,11 +204,13 @@ class Protocol:
         self.out.send(codec.bind_complete())
 
     def _param_oids(self, p, msg: m.Bind) -> list[int]:
+        """The type of each parameter: as the client declared it, else as the statement implies
+        (:mod:`.paramtypes`; text parameters a client left untyped are read in that type, as
+        PostgreSQL resolves ``unknown``), else text."""
         declared = list(p.declared) + [0] * (p.nparams - len(p.declared))
-        if any(msg.param_format(i) == 1 and not declared[i] for i in range(p.nparams)):
-            if p.inferred is None:
-                self.client.describe(p)
-            declared = [d or p.inferred[i] for i, d in enumerate(declared)]
+        if not all(declared):
+            inferred = self.client.param_types(p)
+            declared = [d or inferred[i] for i, d in enumerate(declared)]
         return declared
 
     def describe(self, msg: m.Describe) -> None:
@@ -449,6 +451,17 @@ class Protocol:
         finally:
             data.close()
         self.out.send(codec.command_complete(done.complete_tag(0)))
+
+
+def _decode(oid: int, fmt: int, raw: bytes | None, declared, i: int):
+    """A Bind parameter's value; an untyped text value that does not read as the type its use
+    implies stays text (DuckDB then coerces it or reports the mistake)."""
+    if fmt == 0 and not (i < len(declared) and declared[i]):
+        try:
+            return pgtypes.decode_param(oid, 0, raw)
+        except pgtypes.ParamError:
+            return raw.decode("utf-8", "replace") if raw is not None else None
+    return pgtypes.decode_param(oid, fmt, raw)
 
 
 def _prepend(first, it):

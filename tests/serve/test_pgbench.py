@@ -1,0 +1,57 @@
+"""pgbench (15) with custom scripts against ``ivm serve``: simple, extended and prepared
+protocols, 4 clients writing and reading served views; the views equal their SELECT after."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+
+import psycopg
+import pytest
+
+SCRIPT = """\\set id random(1, 1000000000)
+\\set cust random(1, 3)
+INSERT INTO orders VALUES (:id, :cust, 2.50, 'pgbench');
+SELECT n, total FROM region_totals WHERE region = 'north';
+SELECT count(*) FROM region_totals;
+SELECT id, amount FROM by_cust WHERE cust = :cust LIMIT 5;
+UPDATE orders SET amount = amount + 1 WHERE id = :id;
+BEGIN;
+INSERT INTO orders VALUES (:id + 1, :cust, 1.00, 'pgbench tx');
+SELECT count(*) FROM by_cust WHERE cust = :cust;
+COMMIT;
+DELETE FROM orders WHERE id = :id;
+"""
+
+ORACLE = ("SELECT c.region, count(*) AS n, sum(o.amount) AS total FROM orders o JOIN customers c "
+          "ON o.cust = c.id GROUP BY c.region ORDER BY 1")
+
+
+@pytest.fixture(scope="module")
+def shop(served):
+    with psycopg.connect(served.url(), autocommit=True) as c:
+        c.execute("CREATE TABLE orders (id BIGINT, cust INT, amount DECIMAL(12,2), note VARCHAR)")
+        c.execute("CREATE TABLE customers (id INT, region VARCHAR)")
+        c.execute("INSERT INTO customers VALUES (1, 'north'), (2, 'south'), (3, 'east')")
+        c.execute("INSERT INTO orders SELECT i, i % 3 + 1, i % 100, 'seed' FROM range(1000) t(i)")
+        c.execute("CREATE INCREMENTAL VIEW region_totals AS SELECT c.region, count(*) AS n, sum(o.amount) AS total "
+                  "FROM orders o JOIN customers c ON o.cust = c.id GROUP BY c.region")
+        c.execute("CREATE INCREMENTAL VIEW by_cust AS SELECT o.id, o.amount FROM orders o WHERE o.cust = $cust")
+    return served
+
+
+@pytest.mark.parametrize("mode", ["simple", "extended", "prepared"])
+def test_pgbench_custom_script(shop, tmp_path, mode):
+    script = tmp_path / "bench.sql"
+    script.write_text(SCRIPT)
+    env = dict(os.environ, PGHOST=shop.host, PGPORT=str(shop.port), PGUSER="ivm", PGDATABASE="shop")
+    res = subprocess.run(["pgbench", "-n", "-f", str(script), "-M", mode, "-c", "4", "-j", "2", "-t", "25"],
+                         capture_output=True, text=True, env=env, timeout=300)
+    assert res.returncode == 0, res.stdout + res.stderr
+    assert "number of transactions actually processed: 100/100" in res.stdout
+    assert "number of failed transactions: 0" in res.stdout
+    with psycopg.connect(shop.url(), autocommit=True) as c:
+        assert c.execute("SELECT * FROM region_totals ORDER BY 1").fetchall() == c.execute(ORACLE).fetchall()
+        for cust in (1, 2, 3):
+            assert sorted(c.execute("SELECT * FROM by_cust WHERE cust = %s", (cust,)).fetchall()) == sorted(
+                c.execute("SELECT id, amount FROM orders WHERE cust = %s", (cust,)).fetchall())
