@@ -455,6 +455,8 @@ def decode_param(oid: int, fmt: int, raw: bytes | None):
         if fmt == 0:
             s = raw.decode("utf-8")
             f = _TEXT_IN.get(oid)
+            if f is None and oid in ELEMENT_OF:
+                return _array_text_in(s, _TEXT_IN.get(ELEMENT_OF[oid], str))
             return f(s) if f is not None else s
         f = _BIN_IN.get(oid)
         if f is not None:
@@ -468,6 +470,52 @@ def decode_param(oid: int, fmt: int, raw: bytes | None):
                          f"{e}") from None
     raise ParamError(f"binary format of type {TYPES.get(oid, ('oid ' + str(oid),))[0]} is not supported "
                      "for parameters; send it as text")
+
+
+def _array_text_in(s: str, elem: Callable[[str], object]) -> list:
+    """PostgreSQL's array text ``{1,NULL,"a b",{2,3}}`` → a (nested) list."""
+    pos = 0
+
+    def parse() -> list:
+        nonlocal pos
+        if s[pos] != "{":
+            raise ValueError(f"malformed array literal: {s!r}")
+        pos += 1
+        out: list = []
+        if s[pos] == "}":
+            pos += 1
+            return out
+        while True:
+            if s[pos] == "{":
+                out.append(parse())
+            elif s[pos] == '"':
+                pos += 1
+                buf = []
+                while s[pos] != '"':
+                    if s[pos] == "\\":
+                        pos += 1
+                    buf.append(s[pos])
+                    pos += 1
+                pos += 1
+                out.append(elem("".join(buf)))
+            else:
+                end = pos
+                while s[end] not in ",}":
+                    end += 1
+                tok = s[pos:end].strip()
+                out.append(None if tok.upper() == "NULL" else elem(tok))
+                pos = end
+            if s[pos] == ",":
+                pos += 1
+                continue
+            if s[pos] == "}":
+                pos += 1
+                return out
+            raise ValueError(f"malformed array literal: {s!r}")
+    try:
+        return parse()
+    except IndexError:
+        raise ValueError(f"malformed array literal: {s!r}") from None
 
 
 def _array_recv(b: bytes, elem: Callable) -> list:

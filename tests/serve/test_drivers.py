@@ -1,0 +1,118 @@
+"""Python drivers no one here wrote, against ``ivm serve`` on a DuckDB file: psycopg 3
+(server-side binding, prepared statements, binary results, pipeline mode), asyncpg (extended
+protocol and binary types only), SQLAlchemy reflection and pandas.read_sql. Each reads the
+served views equal to their SELECT over the base tables after random writes of 4 other
+clients (commits, rollbacks, failed statements)."""
+
+from __future__ import annotations
+
+import asyncio
+import datetime as dt
+import uuid
+from decimal import Decimal
+
+import asyncpg
+import pandas as pd
+import psycopg
+import pytest
+import sqlalchemy as sa
+import workload
+
+
+@pytest.fixture(scope="module")
+def db(served):
+    workload.setup(served.url())
+    return served
+
+
+def test_psycopg_server_side_binding_and_pipeline(db):
+    workload.run_writers(db.url(), clients=4, statements=30, seed=1)
+    want = workload.expected(db.url())
+    with psycopg.connect(db.url(), autocommit=True, prepare_threshold=0) as c:
+        for name in workload.ORACLE:
+            assert workload.norm(c.execute(f"SELECT * FROM {name}").fetchall()) == want[name]
+        for acc in (0, 7, 19, 21):
+            got = c.execute("SELECT * FROM by_acc WHERE acc = %s", (acc,), prepare=True).fetchall()
+            assert workload.norm(got) == want[f"by_acc/{acc}"]
+            cur = c.cursor(binary=True)
+            assert workload.norm(cur.execute("SELECT * FROM by_acc WHERE acc = %s", (acc,)).fetchall()) == \
+                want[f"by_acc/{acc}"]
+        with c.pipeline():
+            curs = [c.execute("SELECT count(*) FROM by_acc WHERE acc = %s", (acc,)) for acc in (0, 7, 19, 21)]
+            c.execute("INSERT INTO trans VALUES (%s, %s, %s, %s)", (77, 7, Decimal("1.50"), None))
+        counts = [cur.fetchone()[0] for cur in curs]
+        assert counts == [len(want[f"by_acc/{a}"]) for a in (0, 7, 19, 21)]
+        assert c.execute("SELECT count(*) FROM by_acc WHERE acc = 7").fetchone()[0] == counts[1] + 1
+        c.execute("DELETE FROM trans WHERE id = 77")
+
+
+def test_psycopg_types_round_trip(db):
+    with psycopg.connect(db.url(), autocommit=True) as c:
+        c.execute("CREATE TABLE typed (i2 SMALLINT, i4 INTEGER, i8 BIGINT, f4 REAL, f8 DOUBLE, n DECIMAL(18,4), "
+                  "b BOOLEAN, s VARCHAR, d DATE, ts TIMESTAMP, tz TIMESTAMPTZ, bl BLOB, u UUID, iv INTERVAL)")
+        c.execute("CREATE TABLE arrays (arr INTEGER[], words VARCHAR[])")
+        row = (3, -70000, 2**40, 1.5, 2.25, Decimal("1234.5678"), True, "héllo", dt.date(2024, 2, 29),
+               dt.datetime(2024, 1, 2, 3, 4, 5, 600000), dt.datetime(2024, 1, 2, 3, 4, 5, tzinfo=dt.timezone.utc),
+               b"\x00\x01\xff", uuid.UUID("12345678-1234-5678-1234-567812345678"), dt.timedelta(days=2, seconds=7))
+        c.execute("INSERT INTO typed VALUES (%s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s, %s)", row)
+        c.execute("INSERT INTO arrays VALUES (%s, %s)", ([1, None, 3], ["a b", 'q"', None]))
+        c.execute("CREATE INCREMENTAL VIEW typed_v AS SELECT * FROM typed")
+        for binary in (False, True):
+            assert c.cursor(binary=binary).execute("SELECT * FROM typed").fetchone() == row
+            assert c.cursor(binary=binary).execute("SELECT * FROM typed_v").fetchone() == row
+            assert c.cursor(binary=binary).execute("SELECT * FROM arrays").fetchone() == ([1, None, 3], ["a b", 'q"', None])
+
+
+def test_asyncpg_extended_protocol_binary(db):
+    workload.run_writers(db.url(), clients=4, statements=20, seed=2)
+    want = workload.expected(db.url())
+
+    async def main():
+        c = await asyncpg.connect(db.url())
+        try:
+            for name in workload.ORACLE:
+                assert workload.norm([tuple(r) for r in await c.fetch(f"SELECT * FROM {name}")]) == want[name]
+            stmt = await c.prepare("SELECT * FROM by_acc WHERE acc = $1")
+            assert [p.name for p in stmt.get_parameters()] == ["int4"]
+            for acc in (0, 7, 19, 21):
+                assert workload.norm([tuple(r) for r in await stmt.fetch(acc)]) == want[f"by_acc/{acc}"]
+            assert await c.fetchval("SELECT count(*) FROM acc_totals") == len(want["acc_totals"])
+            async with c.transaction():
+                await c.execute("INSERT INTO trans VALUES ($1, $2, $3, $4)", 99, 19, Decimal("7.00"), "async")
+                inside = await c.fetchval("SELECT count(*) FROM by_acc WHERE acc = $1", 19)
+                assert inside == len(want["by_acc/19"]) + 1
+            async with c.transaction():
+                async for rec in c.cursor("SELECT * FROM big_trans", prefetch=50):
+                    assert rec["amt"] > 60
+            await c.execute("DELETE FROM trans WHERE id = 99")
+        finally:
+            await c.close()
+    asyncio.run(main())
+
+
+def test_sqlalchemy_reflection_and_pandas(db):
+    workload.run_writers(db.url(), clients=4, statements=20, seed=3)
+    want = workload.expected(db.url())
+    engine = sa.create_engine(db.url().replace("postgresql://", "postgresql+psycopg://"))
+    try:
+        insp = sa.inspect(engine)
+        assert {"accounts", "trans"} <= set(insp.get_table_names())
+        assert {"acc_totals", "big_trans", "by_acc"} <= set(insp.get_view_names())
+        cols = {c["name"]: c["type"] for c in insp.get_columns("acc_totals")}
+        assert list(cols) == ["acc", "n", "total", "notes"] and isinstance(cols["n"], sa.BigInteger)
+        assert insp.has_table("trans")
+        meta = sa.MetaData()
+        trans = sa.Table("trans", meta, autoload_with=engine)
+        assert [c.name for c in trans.columns] == ["id", "acc", "amt", "note"]
+        for name in workload.ORACLE:
+            df = pd.read_sql(f"SELECT * FROM {name}", engine)
+            assert workload.norm(df.astype(object).where(df.notna(), None).itertuples(index=False)) == want[name]
+        df = pd.read_sql(sa.text("SELECT * FROM by_acc WHERE acc = :acc"), engine, params={"acc": 7})
+        assert len(df) == len(want["by_acc/7"])
+        with engine.begin() as conn:
+            conn.execute(sa.insert(trans).values(id=123, acc=3, amt=Decimal("99.00"), note="sa"))
+        with engine.connect() as conn:
+            n = conn.execute(sa.text("SELECT n FROM acc_totals WHERE acc = 3")).scalar()
+        assert n == int([r for r in want["acc_totals"] if r[0] == "3"][0][1]) + 1
+    finally:
+        engine.dispose()
