@@ -5,6 +5,7 @@ back and fail statements, and the oracle — each view's SELECT run over the bas
 from __future__ import annotations
 
 import random
+import re
 import threading
 
 import psycopg
@@ -119,6 +120,8 @@ def _one(v):
         return str(v)
     if isinstance(v, (Decimal, float, int)):
         return str(Decimal(str(v)).normalize())
+    if isinstance(v, str) and re.fullmatch(r"-?\d+(\.\d+)?", v):   # node-postgres: int8/numeric as text
+        return str(Decimal(v).normalize())
     return str(v)
 
 
