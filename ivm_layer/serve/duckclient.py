@@ -23,6 +23,7 @@ from . import fastpath, pgcompat, pgtypes, results
 from .copyio import CopyFormat, copy_in_rows, copy_options
 from .paramtypes import infer
 from .results import Column, Result
+from ..errors import UpdateError
 from .settings import version_string
 from .sqlstate import ServeError, cancelled, in_failed_block
 from .viewcmds import explain_view, show_views, subscription
@@ -93,6 +94,9 @@ class DuckClient:
         self.status = "I"
         self.txn = None
         self.wrote_in_block = False
+        self.slot_held = False
+        self.untracked_writes = False
+        self.block_snapshot: int | None = None   # backend.write_commits when the block's snapshot began
         self._temp: dict[str, int] = {}
         self._temp_version = -1
         self.cancel_reason: str | None = None
@@ -274,6 +278,8 @@ class DuckClient:
         if self.status == "E" and kind not in ("commit", "rollback") and \
                 not (isinstance(p.command, cmd.Savepoint) and p.command.verb == "ROLLBACK TO"):
             raise in_failed_block()
+        if self.status == "T" and self.block_snapshot is None and kind not in ("begin", "commit", "rollback"):
+            self.block_snapshot = self.backend.write_commits
         if p.command is not None:
             return self._command(p, params)
         if kind == "empty":
@@ -324,16 +330,23 @@ class DuckClient:
             return self._through_session(p, params, ddl=True)
         if tracked_write:
             if self.txn is not None:
+                self._hold_slot()
                 self.wrote_in_block = True
                 with self._reading(p.text, r, mentions=mentions):
                     cur = self.txn.write(r, params)
                 return self._cursor_result(p, cur)
             return self._through_session(p, params, ddl=False)
+        if self.txn is not None and kind not in ("read", "other"):
+            self.untracked_writes = True
         if kind in ("create_table", "alter", "drop", "other", "unknown_write"):
             res = self._run(p, params, mentions)
             b.schema_changed()
             return res
         return self._run(p, params, mentions)
+
+    @property
+    def block_wrote(self) -> bool:
+        return self.wrote_in_block or self.untracked_writes
 
     def _touches_views(self, p: Prepared, mentions: dict, caps: dict) -> bool:
         """DDL the session must see: it names an incremental view or a tracked table."""
@@ -350,13 +363,46 @@ class DuckClient:
                                       "transaction block ivm serve runs it only when it is a plain INSERT, UPDATE, "
                                       "DELETE, TRUNCATE or COPY: COMMIT or ROLLBACK first")
         b = self.backend
-        with b.commit_section():
-            try:
-                cur = b.session.execute(p.text, params)
-            finally:
-                if ddl:
-                    b.after_ddl()
+        b.take_write_slot()
+        try:
+            if ddl:
+                self._no_open_writers()
+            with b.commit_section():
+                try:
+                    cur = b.session.execute(p.text, params)
+                finally:
+                    b.write_commits += 1
+                    if ddl:
+                        b.after_ddl()
+        finally:
+            b.write_slot.release()
         return self._cursor_result(p, cur)
+
+    def _no_open_writers(self) -> None:
+        """Incremental-view DDL sees the tables as committed: a block that has written (to any
+        table) and not committed would be missed by a view created now."""
+        for other in list(self.backend.clients):
+            if other is not self and other.status != "I" and other.block_wrote:
+                raise ServeError("55006", "another client has an open transaction block with uncommitted writes; "
+                                          "CREATE/DROP INCREMENTAL VIEW waits for no such block: retry after it ends")
+
+    def _hold_slot(self) -> None:
+        """The first write to a tracked table in this block: take the write slot; a snapshot
+        older than the last commit to tracked tables cannot be written from (40001)."""
+        if self.slot_held:
+            return
+        b = self.backend
+        b.take_write_slot()
+        self.slot_held = True
+        if self.block_snapshot is not None and self.block_snapshot != b.write_commits:
+            raise ServeError("40001", "could not serialize access due to concurrent update: tables that incremental "
+                                      "views read changed after this transaction began",
+                             hint="ROLLBACK and run the transaction again")
+
+    def _drop_slot(self) -> None:
+        if self.slot_held:
+            self.slot_held = False
+            self.backend.write_slot.release()
 
     def _cursor_result(self, p: Prepared, cur) -> Result:
         tag = _tag(p.route)
@@ -521,7 +567,8 @@ class DuckClient:
             self.conn.execute("BEGIN TRANSACTION")
             self.txn = b.session.client_transaction(self.conn)
             self.status = "T"
-            self.wrote_in_block = False
+            self.wrote_in_block = self.untracked_writes = False
+            self.block_snapshot = None
             return Result("BEGIN", count_in_tag=False)
         if self.status == "I":
             return Result("COMMIT" if kind == "commit" else "ROLLBACK", count_in_tag=False,
@@ -529,15 +576,26 @@ class DuckClient:
         txn, self.txn = self.txn, None
         failed = self.status == "E"
         self.status = "I"
-        if kind == "rollback" or failed:
-            txn.rollback()
-            return Result("ROLLBACK", count_in_tag=False)
-        if txn.wrote_tracked:
-            with b.commit_section():
-                txn.commit()
-        else:
-            self.conn.commit()
-        if self.wrote_in_block:
+        wrote = self.wrote_in_block or self.untracked_writes
+        self.wrote_in_block = self.untracked_writes = False
+        self.block_snapshot = None
+        try:
+            if kind == "rollback" or failed:
+                txn.rollback()
+                return Result("ROLLBACK", count_in_tag=False)
+            if txn.wrote_tracked:
+                with b.commit_section():
+                    b.write_commits += 1
+                    try:
+                        txn.commit()
+                    except UpdateError as e:     # the safety net: never a half-applied change
+                        raise ServeError("40001", f"could not serialize access due to concurrent update: {e}",
+                                         hint="run the transaction again") from None
+            else:
+                self.conn.commit()
+        finally:
+            self._drop_slot()
+        if wrote:
             b.schema_changed()
         return Result("COMMIT", count_in_tag=False)
 
@@ -578,17 +636,23 @@ class DuckClient:
         tracked = target in b.session.catalog.captures
         ins = route(sql)
         if tracked and self.txn is None:
-            with b.commit_section():
-                conn = b.session.connection
-                conn.register("_ivm_copy_in", table)
-                try:
-                    cur = b.session.execute(sql)
-                finally:
-                    conn.unregister("_ivm_copy_in")
+            b.take_write_slot()
+            try:
+                with b.commit_section():
+                    b.write_commits += 1
+                    conn = b.session.connection
+                    conn.register("_ivm_copy_in", table)
+                    try:
+                        cur = b.session.execute(sql)
+                    finally:
+                        conn.unregister("_ivm_copy_in")
+            finally:
+                b.write_slot.release()
         else:
             self.conn.register("_ivm_copy_in", table)
             try:
                 if tracked:
+                    self._hold_slot()
                     self.wrote_in_block = True
                     cur = self.txn.write(ins, None)
                 else:
@@ -614,6 +678,8 @@ class DuckClient:
         if isinstance(c, cmd.ShowCmd):
             if c.name == "all":
                 return Result("SHOW", self._command_columns(p), iter(s.all()))
+            if c.name == "ivm_progress":
+                return Result("SHOW", [Column.of("ivm_progress", "BIGINT")], iter([(self.backend.progress(),)]))
             if s.knows(c.name):
                 return Result("SHOW", [Column.of(c.name, "VARCHAR")], iter([(s.get(c.name),)]))
             try:
@@ -655,7 +721,9 @@ class DuckClient:
         if self.txn is not None:
             self.txn.rollback()
             self.txn = None
+        self._drop_slot()
         self.status = "I"
+        self.backend.clients.discard(self)
         with contextlib.suppress(Exception):
             self.conn.close()
 

@@ -20,6 +20,16 @@ How clients share the one session (the session is not thread-safe; DuckDB connec
 - **A slow reader never holds a writer up.** A reader that still has rows to send when a
   writer arrives copies the rest of its result into a spool (memory, then a temporary file:
   :class:`.results.Spool`) and releases the gate; the writer waits only for that copy.
+- **Writers of tracked tables take turns.** DuckDB's optimistic concurrency does not catch
+  every write–write conflict between two open transactions (a ``DELETE`` or ``UPDATE`` of a row
+  another transaction updated or deleted since its snapshot commits, returning the old row),
+  and a captured change must be exactly what the table lost and gained. So a client's block
+  holds the *write slot* from its first write to a tracked table until COMMIT/ROLLBACK, and
+  autocommit writes to tracked tables take it for their statement; a block whose snapshot is
+  older than the last commit that changed tracked tables fails its first such write with
+  40001 (retry the transaction), as PostgreSQL's REPEATABLE READ does. Other writers wait
+  for the slot up to ``--lock-timeout`` (then 55P03). Writes to other tables and all reads
+  do not take it.
 - MATERIALIZED views are real tables: reading them is a plain DuckDB read.
 
 The per-connection statement logic is :mod:`.duckclient`.
@@ -31,6 +41,7 @@ import contextlib
 import logging
 import threading
 import time
+import weakref
 
 import ivm_layer
 
@@ -69,11 +80,15 @@ class EmbeddedBackend:
         self._view_ids = self._view_identity()
         self.epoch = self._next_epoch()
         self.counter = 0
+        # one writer of tracked tables at a time (see "Writers" in the module docstring)
+        self.write_slot = threading.Lock()
+        self.write_commits = 0
         self._input_types: dict[int, dict[str, str]] = {}
         self.param_cache: dict = {}       # (statement text, declared OIDs) -> parameter OIDs
         self._meta = self.session.connection.cursor()
         self._meta_lock = threading.Lock()
         self.users: set[str] = set()
+        self.clients: weakref.WeakSet = weakref.WeakSet()
         self.closed = False
 
     def describe(self) -> str:
@@ -91,6 +106,14 @@ class EmbeddedBackend:
     def progress(self) -> int:
         """The current commit position (monotone across restarts)."""
         return (self.epoch << 32) | self.counter
+
+    def take_write_slot(self) -> None:
+        if not self.write_slot.acquire(timeout=self.lock_timeout):
+            from .sqlstate import ServeError
+
+            raise ServeError("55P03", f"could not obtain the write slot within {self.lock_timeout:g} s: another "
+                                      "client's open transaction block has written tables that incremental views read",
+                             hint="COMMIT or ROLLBACK that block; --lock-timeout sets the wait")
 
     @contextlib.contextmanager
     def commit_section(self, timeout: float | None = None):
@@ -224,7 +247,9 @@ class EmbeddedBackend:
         from .duckclient import DuckClient
 
         self.users.add(user)
-        return DuckClient(self, user, database, pid)
+        client = DuckClient(self, user, database, pid)
+        self.clients.add(client)
+        return client
 
     def close(self) -> None:
         """Make the session's state durable and close it (waits for the running commit)."""

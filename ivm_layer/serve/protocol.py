@@ -139,6 +139,9 @@ class Protocol:
         except Exception as e:  # noqa: BLE001 - every error goes to the client
             self.error(e, getattr(msg, "sql", None))
             self.skipping = True
+            if _fatal(e):
+                self.out.flush()
+                raise Disconnected() from e
 
     def ready(self) -> None:
         self.out.send(codec.ready_for_query(self.client.status))
@@ -146,6 +149,8 @@ class Protocol:
 
     def error(self, e: BaseException, statement: str | None = None) -> None:
         w = wire_error(e, statement)
+        if _fatal(e):
+            w = type(w)(w.sqlstate, w.message, w.detail, w.hint, None, "FATAL")
         if self.client.cancel_reason and w.sqlstate == "57014":
             w = type(w)("57014", f"canceling statement due to {self.client.cancel_reason}")
         if w.sqlstate == "XX000":
@@ -172,6 +177,9 @@ class Protocol:
                 raise
             except Exception as e:  # noqa: BLE001
                 self.error(e, text)
+                if _fatal(e):
+                    self.out.flush()
+                    raise Disconnected() from e
                 break
         self.ready()
 
@@ -391,12 +399,19 @@ class Protocol:
         return gate is not None and gate.writer_waiting.is_set()
 
     def _on_wait(self) -> None:
-        """The client is not reading: let a waiting writer in by spilling the current result."""
+        """The client is not reading: let a waiting writer in by spilling the current result;
+        a subscription that fell too far behind ends the connection (its error cannot reach a
+        client that does not read)."""
         res = self._result
         if res is not None and res.holds_gate and self._writer_waiting():
             spill(res, self.spool_rows)
-        if self.client.cancel_reason and res is not None and res.stream is not None:
-            raise cancelled(self.client.cancel_reason)
+        if res is not None and res.stream is not None:
+            if res.stream.dropped is not None:
+                log.info("connection %s: %s", self.client.pid, res.stream.dropped)
+                self.out.closed.set()
+                raise ClientGone()
+            if self.client.cancel_reason:
+                raise cancelled(self.client.cancel_reason)
 
     # -- COPY ---------------------------------------------------------------------------------------
     def _copy_out(self, res: Result) -> bool:
@@ -451,6 +466,11 @@ class Protocol:
         finally:
             data.close()
         self.out.send(codec.command_complete(done.complete_tag(0)))
+
+
+def _fatal(e: BaseException) -> bool:
+    """A subscriber dropped for falling behind: the error ends its connection."""
+    return getattr(e, "sqlstate", None) == "53400"
 
 
 def _decode(oid: int, fmt: int, raw: bytes | None, declared, i: int):

@@ -68,13 +68,20 @@ def writer(url: str, seed: int, statements: int, errors: list) -> None:
             while done < statements:
                 r = rng.random()
                 if r < 0.5:
-                    c.execute(_op(rng, ids))
+                    try:
+                        c.execute(_op(rng, ids))
+                    except psycopg.errors.SerializationFailure:
+                        pass          # a write conflict with another client's open block: 40001
                     done += 1
                 elif r < 0.85:
                     c.execute("BEGIN")
-                    for _ in range(rng.randrange(1, 5)):
-                        c.execute(_op(rng, ids))
-                        done += 1
+                    try:
+                        for _ in range(rng.randrange(1, 5)):
+                            c.execute(_op(rng, ids))
+                            done += 1
+                    except psycopg.errors.SerializationFailure:
+                        c.execute("ROLLBACK")
+                        continue
                     if rng.random() < 0.3:
                         try:
                             c.execute("INSERT INTO trans VALUES (1, 'not a number', 1, 'x')")
@@ -89,7 +96,10 @@ def writer(url: str, seed: int, statements: int, errors: list) -> None:
                     elif rng.random() < 0.25:
                         c.execute("ROLLBACK")
                     else:
-                        c.execute("COMMIT")
+                        try:
+                            c.execute("COMMIT")
+                        except psycopg.errors.SerializationFailure:
+                            pass
                 else:
                     try:
                         c.execute("SELECT no_such_column FROM trans")
