@@ -112,7 +112,8 @@ class Connection:
         self.writer.write(codec.auth_ok())
 
     # -- the connection -----------------------------------------------------------------------------
-    async def serve(self) -> None:
+    async def serve(self, refuse: ServeError | None = None) -> None:
+        """The connection's life; ``refuse``: answer the startup packet with this error."""
         loop = asyncio.get_running_loop()
         try:
             try:
@@ -121,6 +122,9 @@ class Connection:
                 await self._fatal(e)
                 return
             if start is None:
+                return
+            if refuse is not None:
+                await self._fatal(refuse)
                 return
             self.parser.started()
             self.user = start.params["user"]

@@ -95,6 +95,7 @@ class DuckClient:
         self.txn = None
         self.wrote_in_block = False
         self.slot_held = False
+        self.first_in_block = False
         self.untracked_writes = False
         self.block_snapshot: int | None = None   # backend.write_commits when the block's snapshot began
         self._temp: dict[str, int] = {}
@@ -278,8 +279,10 @@ class DuckClient:
         if self.status == "E" and kind not in ("commit", "rollback") and \
                 not (isinstance(p.command, cmd.Savepoint) and p.command.verb == "ROLLBACK TO"):
             raise in_failed_block()
+        self.first_in_block = False
         if self.status == "T" and self.block_snapshot is None and kind not in ("begin", "commit", "rollback"):
             self.block_snapshot = self.backend.write_commits
+            self.first_in_block = True       # DuckDB takes the block's snapshot when this one runs
         if p.command is not None:
             return self._command(p, params)
         if kind == "empty":
@@ -394,6 +397,8 @@ class DuckClient:
         b = self.backend
         b.take_write_slot()
         self.slot_held = True
+        if self.first_in_block:
+            self.block_snapshot = b.write_commits
         if self.block_snapshot is not None and self.block_snapshot != b.write_commits:
             raise ServeError("40001", "could not serialize access due to concurrent update: tables that incremental "
                                       "views read changed after this transaction began",

@@ -70,6 +70,7 @@ class Protocol:
         self.spool_rows = spool_rows
         self._result: Result | None = None
         self._timer = None
+        self.busy = False                 # a statement is running or its answer is being sent
         outbox.on_wait = self._on_wait
 
     # -- the loop --------------------------------------------------------------------------------
@@ -95,7 +96,10 @@ class Protocol:
             self.portals.clear()
 
     def _next(self):
+        if self.inbox.empty():
+            self.busy = False
         msg = self.inbox.get()
+        self.busy = True
         if msg is None:
             raise Disconnected()
         return msg

@@ -115,15 +115,9 @@ class Server:
                 writer.write(codec.error_response("57P03", "the database system is shutting down", severity="FATAL"))
                 return
             if len(self.connections) >= self.max_connections:
-                # a cancel request still gets through: read the first packet before refusing
-                conn = Connection(self, reader, writer, 0, 0)
-                msg = await asyncio.wait_for(conn._message(), 5)
-                from . import messages as m
-
-                if isinstance(msg, m.CancelRequest):
-                    self.cancel(msg.pid, msg.secret)
-                    return
-                writer.write(codec.error_response("53300", "sorry, too many clients already", severity="FATAL"))
+                # answered after the startup packet (a cancel request, SSL negotiation, as PostgreSQL)
+                await Connection(self, reader, writer, 0, 0).serve(refuse=ServeError(
+                    "53300", "sorry, too many clients already"))
                 return
             self._next_pid += 1
             pid = self._next_pid
@@ -170,8 +164,8 @@ class Server:
             self._server.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.shutdown_grace
-        while any(c.client is not None and c.client.status != "I" or getattr(c, "protocol", None) is not None
-                  and c.protocol._result is not None for c in self.connections.values()):
+        while any(getattr(c, "protocol", None) is not None and c.protocol.busy
+                  for c in self.connections.values()):
             if loop.time() > deadline:
                 break
             await asyncio.sleep(0.05)
