@@ -90,6 +90,7 @@ class EmbeddedBackend:
         self.users: set[str] = set()
         self.clients: weakref.WeakSet = weakref.WeakSet()
         self.closed = False
+        self.on_commit = None            # metrics: seconds each commit held the views
 
     def describe(self) -> str:
         return f"DuckDB file {self.path}"
@@ -125,7 +126,8 @@ class EmbeddedBackend:
             yield
         finally:
             self.gate.release_exclusive()
-            self.last_commit_seconds = time.perf_counter() - t0
+            if self.on_commit is not None:
+                self.on_commit(time.perf_counter() - t0)
 
     # -- views -------------------------------------------------------------------------------
     @property
@@ -182,6 +184,11 @@ class EmbeddedBackend:
                 return table_columns(self._meta, table)
             except Exception:  # noqa: BLE001 - a name DuckDB cannot look up: untyped
                 return None
+
+    def view_infos(self) -> list:
+        """``session.info()`` under the gate (metrics, SHOW INCREMENTAL VIEWS)."""
+        with self.gate.shared(self.lock_timeout):
+            return self.session.info()
 
     # -- the emulated catalog ----------------------------------------------------------------
     def catalog_cursor(self, database: str, settings: list[tuple[str, str]]):
