@@ -48,6 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--session", default="serve",
                    help="proxy mode: the session name its views are kept under (default serve)")
     p.add_argument("--state-dir", help="proxy mode: where view checkpoints live (default: the session's)")
+    p.add_argument("--set-replica-identity", action="store_true",
+                   help="proxy mode: set REPLICA IDENTITY FULL on the tables views read (needed for their "
+                        "UPDATEs and DELETEs to reach the views)")
     p.add_argument("--log-level", default="INFO", help="DEBUG, INFO (default), WARNING")
     return p
 
@@ -59,6 +62,7 @@ def open_backend(args: argparse.Namespace):
         from .proxy import ProxyBackend
 
         return ProxyBackend(args.database, session=args.session, state_dir=args.state_dir,
+                            set_replica_identity=args.set_replica_identity,
                             lock_timeout=args.lock_timeout, spool_rows=args.max_buffered_rows,
                             log_rows=args.subscribe_log, max_backlog=args.subscriber_backlog)
     from .embedded import EmbeddedBackend

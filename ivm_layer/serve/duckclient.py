@@ -273,7 +273,9 @@ class DuckClient:
         return Result("SELECT", columns, fastpath.rows(vs.view, sh, params, inputs, project))
 
     # -- executing -----------------------------------------------------------------------------
-    def execute(self, p: Prepared, params) -> Result:
+    def execute(self, p: Prepared, params, bind=None) -> Result:
+        """Run a prepared statement (``bind``: the Bind message, for its result formats; the
+        rows are encoded by the caller, so it is not needed here)."""
         self.cancel_reason = None
         kind = p.route.kind
         if self.status == "E" and kind not in ("commit", "rollback") and \

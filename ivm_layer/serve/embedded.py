@@ -104,9 +104,13 @@ class EmbeddedBackend:
         conn.execute("INSERT INTO ivm.serve_epoch VALUES (?)", [epoch])
         return epoch
 
-    def progress(self) -> int:
-        """The current commit position (monotone across restarts)."""
+    def progress(self, view: str | None = None) -> int:
+        """The current commit position (monotone across restarts; the same for every view)."""
         return (self.epoch << 32) | self.counter
+
+    def watch(self, view: str, vs) -> None:
+        """Log ``view``'s changes for SUBSCRIBE (published at each commit with its position)."""
+        self.hub.watch(self.session, view, self.progress, vs)
 
     def take_write_slot(self) -> None:
         if not self.write_slot.acquire(timeout=self.lock_timeout):
@@ -132,7 +136,7 @@ class EmbeddedBackend:
     # -- views -------------------------------------------------------------------------------
     @property
     def views(self) -> dict:
-        return self.session.catalog.views
+        return self.session.states
 
     def _view_identity(self) -> dict[str, int]:
         return {n: id(vs) for n, vs in self.views.items()}

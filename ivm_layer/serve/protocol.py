@@ -26,7 +26,7 @@ from . import codec, pgtypes
 from . import commands as cmd
 from . import messages as m
 from .outbox import ClientGone, Outbox
-from .results import FLUSH, Result, RowEncoder, copy_line, spill
+from .results import FLUSH, RawEncoder, RawParams, Result, RowEncoder, copy_line, spill
 from .sqlstate import ServeError, cancelled, wire_error
 
 log = logging.getLogger("ivm_layer.serve")
@@ -204,8 +204,14 @@ class Protocol:
         if len(msg.params) != p.nparams:
             raise ServeError("08P01", f"bind message supplies {len(msg.params)} parameters, but prepared "
                                       f"statement \"{msg.statement}\" requires {p.nparams}")
-        oids = self._param_oids(p, msg)
-        values = [_decode(oids[i], msg.param_format(i), raw, p.declared, i) for i, raw in enumerate(msg.params)]
+        if getattr(self.client, "raw_params", False):
+            fmts = tuple(msg.param_format(i) for i in range(len(msg.params)))
+            oids = tuple(list(p.declared) + [0] * (p.nparams - len(p.declared)))
+            values = RawParams(msg.params, fmts, oids)
+        else:
+            oids = self._param_oids(p, msg)
+            values = [_decode(oids[i], msg.param_format(i), raw, p.declared, i)
+                      for i, raw in enumerate(msg.params)]
         old = self.portals.get(msg.portal)
         if old is not None:
             if msg.portal:
@@ -240,12 +246,12 @@ class Protocol:
         portal = self._portal(msg.name)
         if portal.result is None:
             self._deallocate(portal.stmt)
-            portal.result = self._run(portal.stmt, portal.params)
+            portal.result = self._run(portal.stmt, portal.params, portal.formats)
         res = portal.result
         if res.columns is None or res.copy_in is not None or res.copy_out is not None:
             self.out.send(codec.no_data())
             return
-        portal.encoder = RowEncoder(res.columns, portal.formats.result_format)
+        portal.encoder = _encoder(res, portal.formats.result_format)
         self.out.send(codec.row_description(portal.encoder.fields(res.columns)))
 
     def execute(self, msg: m.Execute) -> None:
@@ -255,10 +261,10 @@ class Protocol:
             return
         if portal.result is None:
             self._deallocate(portal.stmt)
-            portal.result = self._run(portal.stmt, portal.params)
+            portal.result = self._run(portal.stmt, portal.params, portal.formats)
         res = portal.result
         if portal.encoder is None and res.columns is not None:
-            portal.encoder = RowEncoder(res.columns, portal.formats.result_format)
+            portal.encoder = _encoder(res, portal.formats.result_format)
         finished = self.send_result(res, portal.encoder, msg.max_rows, describe=False, portal=portal)
         if finished:
             portal.done = True
@@ -300,11 +306,11 @@ class Protocol:
             self.settings.reset("all")
 
     # -- running and sending -----------------------------------------------------------------------
-    def _run(self, p, params) -> Result:
+    def _run(self, p, params, bind: m.Bind | None = None) -> Result:
         self._arm()
         t0 = time.perf_counter()
         try:
-            res = self.client.execute(p, params)
+            res = self.client.execute(p, params, bind)
         except BaseException:
             self._disarm()
             raise
@@ -341,7 +347,7 @@ class Protocol:
             if res.copy_out is not None:
                 return self._copy_out(res)
             if encoder is None:
-                encoder = RowEncoder(res.columns)
+                encoder = _encoder(res, None)
             if describe:
                 self.out.send(codec.row_description(encoder.fields(res.columns)))
             done, n = self._pump(res, encoder, max_rows)
@@ -421,6 +427,15 @@ class Protocol:
     def _copy_out(self, res: Result) -> bool:
         out = res.copy_out
         self.out.send(codec.copy_out_response(len(res.columns)))
+        if out.raw:
+            n = 0
+            for data in res.rows:
+                self.out.send(codec.copy_data(data))
+                n += 1
+            res.close()
+            self.out.send(codec.copy_done())
+            self.out.send(codec.command_complete(res.complete_tag(n)))
+            return True
         enc = RowEncoder(res.columns)
         texts = enc.encoders
         n = 0
@@ -470,6 +485,12 @@ class Protocol:
         finally:
             data.close()
         self.out.send(codec.command_complete(done.complete_tag(0)))
+
+
+def _encoder(res: Result, formats):
+    if res.raw_formats is not None:
+        return RawEncoder(res.raw_formats)
+    return RowEncoder(res.columns, formats)
 
 
 def _fatal(e: BaseException) -> bool:

@@ -55,6 +55,8 @@ class Result:
     copy_in: CopyIn | None = None
     stream: object | None = None          # a subscription (never ends by itself)
     notice: tuple[str, str] | None = None  # (SQLSTATE, message) sent as a NoticeResponse/WARNING
+    raw_formats: list[int] | None = None   # rows are already wire values (bytes) in these formats
+    tag_source: Callable[[], str] | None = None  # the command tag known only at the end (a proxy)
 
     def close(self) -> None:
         rel, self.release = self.release, None
@@ -63,6 +65,8 @@ class Result:
             rel()
 
     def complete_tag(self, n: int) -> str:
+        if self.tag_source is not None and (tag := self.tag_source()):
+            return tag
         if not self.count_in_tag:
             return self.tag
         if self.columns is None and self.rowcount is not None:
@@ -79,6 +83,7 @@ class CopyOut:
     null: str = "\\N"
     header: bool = False
     names: list[str] = field(default_factory=list)
+    raw: bool = False               # rows are CopyData payloads already (a proxied COPY)
 
 
 @dataclass
@@ -88,6 +93,28 @@ class CopyIn:
     columns: int
     finish: Callable[[object], Result]
     fmt: str = "text"
+
+
+@dataclass(frozen=True)
+class RawParams:
+    """Bind parameters as the client sent them (a proxy forwards them untouched)."""
+
+    values: tuple[bytes | None, ...]
+    formats: tuple[int, ...]
+    oids: tuple[int, ...]
+
+
+class RawEncoder:
+    """Rows that are wire values already: only framed as DataRow messages."""
+
+    def __init__(self, formats: list[int]):
+        self.formats = formats
+
+    def fields(self, columns: list[Column]) -> list[tuple[str, int, int, int, int]]:
+        return [(c.name, c.oid, c.typlen, c.typmod, f) for c, f in zip(columns, self.formats)]
+
+    def __call__(self, row) -> bytes:
+        return codec.data_row(row)
 
 
 class RowEncoder:

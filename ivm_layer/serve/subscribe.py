@@ -108,9 +108,11 @@ class Hub:
         self._unsub: dict[str, Callable[[], None]] = {}
         self._lock = threading.Lock()
 
-    def watch(self, session, view: str, progress: Callable[[], int], identity: object) -> None:
+    def watch(self, session, view: str, progress: Callable[[], int], identity: object,
+              sink: Callable[[list], None] | None = None) -> None:
         """Start logging ``view``'s changes (once per view object: a view re-created under the
-        same name starts a new log)."""
+        same name starts a new log). Each change is published with ``progress()`` at once, or
+        handed to ``sink`` for the caller to publish with a position known only later."""
         with self._lock:
             entry = self._unsub.get(view)
             if entry is not None and entry[1] == id(identity):
@@ -120,7 +122,10 @@ class Hub:
             self.logs[view] = ViewLog(progress(), self.log_rows)
 
             def on_change(change, view=view):
-                self.publish(view, progress(), change)
+                if sink is not None:
+                    sink(change)
+                else:
+                    self.publish(view, progress(), change)
 
             self._unsub[view] = (session.subscribe(view, on_change), id(identity))
 

@@ -80,8 +80,8 @@ def subscription(client, c: cmd.Subscribe, params) -> Result:
     first: list = []
     b.gate.acquire_shared(b.lock_timeout)
     try:
-        b.hub.watch(b.session, c.view, b.progress, vs)
-        now = b.progress()
+        b.watch(c.view, vs)
+        now = b.progress(c.view)
         if c.resume is not None:
             for p, change in b.hub.replay(c.view, c.resume):
                 if keep is not None:
