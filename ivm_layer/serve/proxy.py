@@ -10,11 +10,13 @@
   view's changes. An applier thread applies what the replication streams bring, each apply a
   commit under the views' gate; a client's read after its own committed write first waits
   for the stream to bring that write (``sync()``).
-- **The catalog** is PostgreSQL's own. Each client connection also gets a ``TEMP VIEW`` per
-  incremental view with the view's real definition, so ``\\dv``, ``\\d v`` and reflection
-  show the served views with their columns and definition, and a statement inside a
-  transaction block that reads a view is evaluated by PostgreSQL over the block's own
-  uncommitted writes (read-your-writes inside the block; outside blocks the engine answers).
+- **The catalog** is PostgreSQL's own. The server keeps a plain view ``ivm_<session>.<v>``
+  (schema ``ivm_serve`` by default) with each served view's definition and puts that schema at
+  the end of every client's ``search_path``, so ``\\dv``, ``\\d v``, tab completion and
+  SQLAlchemy reflection show the served views with their columns and definition, and a
+  statement inside a transaction block that reads a view is evaluated by PostgreSQL over the
+  block's own uncommitted writes (read-your-writes inside the block; outside blocks the engine
+  answers). A client that bypasses the server reads the same view, recomputed.
 - SUBSCRIBE's progress is the commit LSN of the last transaction in each batch.
 """
 
@@ -60,6 +62,8 @@ class ProxyBackend:
         self.names = reads.ViewNames()
         self.views_version = 0
         self._view_ids: dict = {}
+        self.schema = f"ivm_{session}".lower()
+        self._shown: dict[str, str] = {}          # view -> definition kept in self.schema
         self._pending: list = []
         self.clients: weakref.WeakSet = weakref.WeakSet()
         self.users: set[str] = set()
@@ -90,6 +94,32 @@ class ProxyBackend:
             self._view_ids = ids
             self.names.set(self.views)
             self.views_version += 1
+            self._show_views()
+
+    def _show_views(self) -> None:
+        """Keep ``<schema>.<view>`` = the view's definition for every served view (the
+        catalog's view of them); views that are gone are dropped."""
+        from connectors.postgres import quote_ident
+
+        want = {n: vs.stmt.select_sql for n, vs in self.views.items() if not vs.materialized}
+        if want == self._shown:
+            return
+        sch = quote_ident(self.schema)
+        try:
+            with self.session.connection.transaction():
+                c = self.session.connection
+                c.execute(f"CREATE SCHEMA IF NOT EXISTS {sch}")
+                for name in [n for n in self._shown if n not in want]:
+                    c.execute(f"DROP VIEW IF EXISTS {sch}.{quote_ident(name)}")
+                for name, sql in want.items():
+                    if self._shown.get(name) != sql:
+                        c.execute(f"DROP VIEW IF EXISTS {sch}.{quote_ident(name)}")
+                        c.execute(f"CREATE VIEW {sch}.{quote_ident(name)} AS {sql}")
+                c.execute(f"COMMENT ON SCHEMA {sch} IS 'ivm serve: the incremental views it serves, as plain "
+                          "views for catalogs'")
+            self._shown = want
+        except Exception as e:  # noqa: BLE001 - the views are served all the same
+            log.warning("cannot show the served views in schema %s: %s", self.schema, e)
 
     def input_types(self, vs) -> dict[str, str]:
         return {}            # PostgreSQL sessions have no parameterized views

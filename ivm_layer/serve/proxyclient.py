@@ -85,7 +85,6 @@ class ProxyClient:
         self.pg = self.conn.pgconn
         self.cancel_reason: str | None = None
         self.settings = None
-        self._temp: dict[str, int] = {}
         self._temp_version = -1
 
     @property
@@ -205,8 +204,11 @@ class ProxyClient:
         if not isinstance(params, RawParams):
             return list(params)
         out = []
+        if any(params.formats) and p.inferred is None:
+            self.param_types(p)           # binary values: their types are the described ones
         for i, raw in enumerate(params.values):
-            oid = params.oids[i] if i < len(params.oids) and params.oids[i] else pgtypes.TEXT
+            oid = params.oids[i] if i < len(params.oids) and params.oids[i] else \
+                (p.inferred[i] if p.inferred and i < len(p.inferred) else pgtypes.TEXT)
             out.append(pgtypes.decode_param(oid, params.formats[i] if i < len(params.formats) else 0, raw))
         return out
 
@@ -360,28 +362,19 @@ class ProxyClient:
         with b.gate.shared(b.lock_timeout), b.lock:
             return fn()
 
-    # -- served views as TEMP views --------------------------------------------------------------------
+    # -- served views in the catalog ------------------------------------------------------------------
     def _sync_temp_views(self) -> None:
-        b = self.backend
-        if self._temp_version == b.views_version or self.status != "I":
+        """Once per connection: the served views' schema at the end of the search path."""
+        if self._temp_version >= 0 or self.status != "I":
             return
-        from connectors.postgres import quote_ident
-
-        for name, vs in list(b.views.items()):
-            if self._temp.get(name) == id(vs) or vs.materialized:
-                continue
-            q = quote_ident(name)
-            try:   # a table left in this temp schema by a backend that died would block the view
-                self.conn.execute(f"DROP TABLE IF EXISTS pg_temp.{q}")
-                self.conn.execute(f"CREATE OR REPLACE TEMP VIEW {q} AS {vs.stmt.select_sql}")
-                self._temp[name] = id(vs)
-            except Exception as e:  # noqa: BLE001 - the view is still served; only the catalog lacks it
-                log.warning("cannot show incremental view %s in this client's catalog: %s", name, e)
-        for name in [n for n in self._temp if n not in b.views]:
-            with contextlib.suppress(Exception):
-                self.conn.execute(f"DROP VIEW IF EXISTS pg_temp.{quote_ident(name)}")
-            del self._temp[name]
-        self._temp_version = b.views_version
+        self._temp_version = 0
+        b = self.backend
+        try:
+            path = self.conn.execute("SHOW search_path").fetchone()[0]
+            if b.schema not in [x.strip().strip('"') for x in path.split(",")]:
+                self.conn.execute(f"SELECT set_config('search_path', %s, false)", [f"{path}, {b.schema}"])
+        except Exception as e:  # noqa: BLE001
+            log.warning("cannot add schema %s to a client's search_path: %s", b.schema, e)
 
     # -- lifecycle ---------------------------------------------------------------------------------------
     def cancel(self, reason: str = "user request") -> None:

@@ -32,7 +32,8 @@ public class Probe {
                 }
             }
             // more executions than prepareThreshold (5): the driver switches to a named statement
-            try (PreparedStatement ps = c.prepareStatement("SELECT * FROM by_acc WHERE acc = ?")) {
+            boolean params = args.length > 1 && args[1].equals("params");
+            if (params) try (PreparedStatement ps = c.prepareStatement("SELECT * FROM by_acc WHERE acc = ?")) {
                 for (int round = 0; round < 3; round++) {
                     for (int acc : new int[]{0, 7, 19, 21}) {
                         ps.setInt(1, acc);
@@ -51,7 +52,7 @@ public class Probe {
                 ins.setString(4, "jdbc");
                 ins.executeUpdate();
             }
-            try (PreparedStatement q = c.prepareStatement("SELECT count(*) FROM by_acc WHERE acc = ?")) {
+            try (PreparedStatement q = c.prepareStatement("SELECT n FROM acc_totals WHERE acc = ?")) {
                 q.setInt(1, 19);
                 try (ResultSet rs = q.executeQuery()) { rs.next(); out.append("\"inside\":").append(rs.getLong(1)).append(","); }
             }
@@ -59,13 +60,13 @@ public class Probe {
             c.setAutoCommit(true);
             DatabaseMetaData md = c.getMetaData();
             List<String> names = new ArrayList<>();
-            try (ResultSet rs = md.getTables(null, "public", "%", new String[]{"TABLE", "VIEW"})) {
+            try (ResultSet rs = md.getTables(null, null, "%", new String[]{"TABLE", "VIEW"})) {
                 while (rs.next()) names.add(rs.getString("TABLE_NAME"));
             }
             Collections.sort(names);
             out.append("\"tables\":\"").append(String.join(",", names)).append("\",");
             List<String> cols = new ArrayList<>();
-            try (ResultSet rs = md.getColumns(null, "public", "acc_totals", "%")) {
+            try (ResultSet rs = md.getColumns(null, null, "acc_totals", "%")) {
                 while (rs.next()) cols.add(rs.getString("COLUMN_NAME") + ":" + rs.getString("TYPE_NAME"));
             }
             out.append("\"columns\":\"").append(String.join(",", cols)).append("\",");
