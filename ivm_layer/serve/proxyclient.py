@@ -350,6 +350,7 @@ class ProxyClient:
             b.catch_up()
             return subscription(self, c, self._values(p, params))
         if isinstance(c, cmd.ShowCmd) and c.name == "ivm_progress":
+            b.catch_up()
             return Result("SHOW", [Column.of("ivm_progress", "BIGINT")], iter([(b.progress(),)]))
         if isinstance(c, cmd.SetCmd) and self.settings is not None and c.value is not None \
                 and c.name.lower() in ("application_name", "datestyle", "intervalstyle", "timezone",

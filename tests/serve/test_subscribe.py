@@ -24,6 +24,12 @@ def db(served):
     return served
 
 
+@pytest.fixture(scope="module")
+def both(any_served):
+    workload.setup(any_served.url(), parameterized=any_served.mode == "duckdb")
+    return any_served
+
+
 class Follower(threading.Thread):
     """Reads ``SUBSCRIBE … WITH (PROGRESS)`` with psycopg's streaming mode and keeps the
     accumulated contents after each completed progress."""
@@ -78,7 +84,8 @@ def progress(c) -> int:
     return c.execute("SHOW ivm_progress").fetchone()[0]
 
 
-def test_stream_equals_the_view_after_every_commit(db):
+def test_stream_equals_the_view_after_every_commit(both):
+    db = both
     f = Follower(db.url(), "SUBSCRIBE acc_totals WITH (PROGRESS)")
     f.start()
     assert f.ready.wait(20)
@@ -106,7 +113,8 @@ def test_stream_equals_the_view_after_every_commit(db):
     f.join(10)
 
 
-def test_resume_after_a_dropped_connection_loses_and_duplicates_nothing(db):
+def test_resume_after_a_dropped_connection_loses_and_duplicates_nothing(both):
+    db = both
     f = Follower(db.url(), "SUBSCRIBE big_trans WITH (PROGRESS)")
     f.start()
     assert f.ready.wait(20)
