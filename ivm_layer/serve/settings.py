@@ -39,6 +39,7 @@ REPORTED = {
     "application_name": "",
     "default_transaction_read_only": "off",
     "in_hot_standby": "off",
+    "ivm_serve": __version__,          # tells ivm shell (and any client) that this is ivm serve
 }
 
 #: other settings SHOW answers (lower-case name → default)

@@ -30,6 +30,12 @@ def _connect(url: str | None, args) -> object:
     if options and not is_postgres_target(url):
         raise ShellError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: "
                          "only for PostgreSQL URLs")
+    if is_postgres_target(url) and not options:
+        from ..serve.remote import connect_remote
+
+        remote = connect_remote(url)      # an ivm serve: the shell is just another client
+        if remote is not None:
+            return remote
     return ivm_layer.connect(url, **options)
 
 
