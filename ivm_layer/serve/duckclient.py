@@ -19,7 +19,8 @@ from ..sessions.lookups import plan_lookups
 from ..sessions.router import Route, route
 from . import catalog as cat
 from . import commands as cmd
-from . import fastpath, pgcompat, pgtypes, results
+from ..sessions import pointreads as fastpath
+from . import pgcompat, pgtypes, results
 from .copyio import CopyFormat, copy_in_rows, copy_options
 from .paramtypes import infer
 from .results import Column, Result

@@ -19,7 +19,8 @@ from psycopg import pq
 
 from ..sessions.router import Route, route
 from . import commands as cmd
-from . import fastpath, pgtypes, sqlscan
+from ..sessions import pointreads as fastpath
+from . import pgtypes, sqlscan
 from .results import Column, CopyIn, CopyOut, RawParams, Result
 from .sqlstate import ServeError, in_failed_block
 from .viewcmds import explain_view, show_views, subscription

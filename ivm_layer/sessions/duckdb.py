@@ -38,7 +38,7 @@ from connectors import duckdb as duck
 from ..engine.view import View
 from ..errors import IVMError
 from ..sql.statements import classify
-from . import reads
+from . import pointreads, reads
 from .core import Cursor, SessionBase, ViewInfo
 from .duck_clients import ClientTransaction
 from .duck_tables import run
@@ -110,6 +110,7 @@ class Session(SessionBase):
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
+        self._point_shapes: dict[str, list] = {}  # statement -> [pointreads.Shape | None, description]
         reads.warm_up(background=True)
         self._catalog.load_catalog()
 
@@ -209,7 +210,7 @@ class Session(SessionBase):
         mentions = self._catalog.names.counts(text) if self._views else {}
         found = list(mentions)
         if any(is_parameterized(self._views[n].view) for n in found if self._views[n].error is None):
-            return self._lookup_read(r, params, found)
+            return self._point_read(r, params) or self._lookup_read(r, params, found)
         if kind == "read" and params is None:
             target = reads.count_target(text)
             vs = self._views.get(target) if target is not None else None
@@ -260,6 +261,39 @@ class Session(SessionBase):
                 with contextlib.suppress(Exception):
                     self._conn.unregister(reads.rows_name(n))
 
+    def _point_read(self, r: Route, params) -> Cursor | None:
+        """``SELECT cols | count(*) FROM v WHERE input = ? … [LIMIT n]`` on a parameterized
+        view: the engine's lookup and nothing else (:mod:`.pointreads`), once the statement's
+        result description is known (its first run goes through DuckDB). ``None``: another
+        shape."""
+        text = r.text
+        got = self._point_shapes.get(text)
+        if got is None:
+            if len(self._point_shapes) > 256:
+                self._point_shapes.clear()
+            sh = pointreads.shape(text) if r.kind == "read" else None
+            self._point_shapes[text] = got = [sh, None]
+            return None           # the first run: DuckDB describes the result (kept below)
+        sh, desc = got
+        vs = self._views.get(sh.view) if sh is not None else None
+        if desc is None or vs is None or vs.error is not None or not is_parameterized(vs.view) \
+                or isinstance(params, dict):
+            return None
+        wanted = list(vs.view.params)
+        if len(sh.conds) != len(wanted) or sorted(c for c, _ in sh.conds) != sorted(wanted):
+            return None
+        try:
+            inputs = {c: pointreads.bind(v, params) for c, v in sh.conds}
+        except IndexError:
+            return None
+        project = None
+        if sh.select is not None and sh.count is None:
+            lower = [c.lower() for c in vs.columns]
+            if any(x not in lower for x in sh.select):
+                return None
+            project = [lower.index(x) for x in sh.select]
+        return Cursor(desc, list(pointreads.rows(vs.view, sh, params, inputs, project)))
+
     def _lookup_read(self, r: Route, params, found: list[str]) -> Cursor:
         """A query of parameterized views: each occurrence becomes the rows of a lookup."""
         if r.kind != "read":
@@ -278,7 +312,11 @@ class Session(SessionBase):
             mentions = self._catalog.names.counts(sql)
             with self._serving(list(mentions), [n for n, k in mentions.items()
                                                 if not reads.scanned_once(sql, "read", frozenset(), k)]):
-                return run(self._conn, sql, None)
+                cur = run(self._conn, sql, None)
+            got = self._point_shapes.get(r.text)
+            if got is not None and got[0] is not None:
+                got[1] = cur.description          # the next run of this text is a point read
+            return cur
         finally:
             for name in registered:
                 with contextlib.suppress(Exception):

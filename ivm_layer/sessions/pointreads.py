@@ -1,7 +1,7 @@
-"""Reads of a served view that go straight to the engine, without SQL execution.
+"""Reads of an incremental view that go straight to the engine, without SQL execution.
 
-Recognised by one regular expression when a statement is prepared (Parse, or the first time a
-simple query's text is seen), never per execution:
+Recognised by one regular expression (a session caches the answer per statement text; ``ivm
+serve`` reads it once per prepared statement), never by a parse:
 
 - ``SELECT count(*) FROM v`` — the engine's O(1) count;
 - ``SELECT * | cols FROM v [LIMIT n]`` — the engine's enumeration, stopped after n rows;
@@ -9,9 +9,9 @@ simple query's text is seen), never per execution:
   [LIMIT n]`` with exactly the view's inputs — ``view.lookup(**inputs)``: an O(1) probe and
   constant-delay enumeration for CQAP0 views.
 
-Everything else (other filters, joins, ORDER BY, expressions) goes to DuckDB, which reads the
-view through the session's lazy Arrow reader. Rows are yielded as they are enumerated; the
-caller holds the views' gate shared while they are.
+Values are ``$n``, ``?`` (in order) or literals. Everything else (other filters, joins,
+ORDER BY, expressions) goes to DuckDB, which reads the view through the session's lazy Arrow
+reader. Rows are yielded as they are enumerated. Cost: the lookup and the rows, no SQL.
 """
 
 from __future__ import annotations
@@ -21,16 +21,16 @@ from dataclasses import dataclass
 from decimal import Decimal
 from itertools import islice
 
-from .commands import ident
+from connectors.sqltext import unquote
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
-_VALUE = r"(?:\$\d+|-?\d+(?:\.\d+)?|'(?:[^']|'')*')"
+_VALUE = r"(?:\$\d+|\?|-?\d+(?:\.\d+)?|'(?:[^']|'')*')"
 _SHAPE = re.compile(
     rf"\s*SELECT\s+(?P<sel>\*|count\s*\(\s*\*\s*\)(?:\s+(?:AS\s+)?{_IDENT})?|{_IDENT}(?:\s*,\s*{_IDENT})*)"
     rf"\s+FROM\s+(?:(?:main|public)\s*\.\s*)?(?P<view>{_IDENT})(?:\s+(?:AS\s+)?(?P<alias>(?!WHERE\b|LIMIT\b){_IDENT}))?"
     rf"(?:\s+WHERE\s+(?P<where>(?:{_IDENT}\s*\.\s*)?{_IDENT}\s*=\s*{_VALUE}"
     rf"(?:\s+AND\s+(?:{_IDENT}\s*\.\s*)?{_IDENT}\s*=\s*{_VALUE})*))?"
-    rf"(?:\s+LIMIT\s+(?P<limit>\d+|\$\d+))?\s*;?\s*", re.IGNORECASE | re.DOTALL)
+    rf"(?:\s+LIMIT\s+(?P<limit>\d+|\$\d+|\?))?\s*;?\s*", re.IGNORECASE | re.DOTALL)
 _COND = re.compile(rf"(?:({_IDENT})\s*\.\s*)?({_IDENT})\s*=\s*({_VALUE})", re.IGNORECASE | re.DOTALL)
 _COUNT = re.compile(rf"count\s*\(\s*\*\s*\)(?:\s+(?:AS\s+)?({_IDENT}))?", re.IGNORECASE)
 
@@ -48,7 +48,13 @@ class Shape:
     limit: tuple | None
 
 
-def _value(text: str) -> tuple:
+ident = unquote
+
+
+def _value(text: str, marks: list) -> tuple:
+    if text == "?":
+        marks.append(None)
+        return ("$", len(marks))
     if text.startswith("$"):
         return ("$", int(text[1:]))
     if text.startswith("'"):
@@ -74,12 +80,13 @@ def shape(text: str) -> Shape | None:
     elif sel != "*":
         select = tuple(ident(s.strip()) for s in sel.split(","))
     conds = []
+    marks: list = []
     if m.group("where"):
         for q, col, val in _COND.findall(m.group("where")):
             if q and ident(q) not in (alias, view):
                 return None
-            conds.append((ident(col), _value(val)))
-    limit = _value(m.group("limit")) if m.group("limit") else None
+            conds.append((ident(col), _value(val, marks)))
+    limit = _value(m.group("limit"), marks) if m.group("limit") else None
     return Shape(view, select, count, tuple(conds), limit)
 
 
