@@ -164,33 +164,46 @@ class Connection:
                          spool_rows=self.server.backend.spool_rows)
         self.protocol = proto
         done = threading.Event()
+        finished = asyncio.Event()
 
         def work() -> None:
             try:
                 proto.run()
-            except Exception:
+            except Exception:  # noqa: BLE001
                 log.exception("connection %d: the worker failed", self.pid)
             finally:
                 with contextlib.suppress(Exception):
                     self.client.close()
                 done.set()
                 outbox.close()
+                with contextlib.suppress(RuntimeError):
+                    loop.call_soon_threadsafe(finished.set)
 
         worker = threading.Thread(target=work, name=f"ivm-serve-conn-{self.pid}", daemon=True)
         self.worker = worker
         worker.start()
         reading = asyncio.ensure_future(self._read(inbox, outbox))
+        pumping = asyncio.ensure_future(outbox.pump(self.writer))
+        ended = asyncio.ensure_future(finished.wait())
         try:
-            await outbox.pump(self.writer)
-        except (ConnectionError, OSError):
-            pass
+            await asyncio.wait({pumping, ended}, return_when=asyncio.FIRST_COMPLETED)
+            if not pumping.done():
+                # the worker is done; what it sent is written unless the client stopped reading
+                try:
+                    await asyncio.wait_for(asyncio.shield(pumping), 2.0)
+                except asyncio.TimeoutError:
+                    self.writer.transport.abort()
+            with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
+                await pumping
         finally:
             outbox.closed.set()
             reading.cancel()
+            ended.cancel()
+            if not pumping.done():
+                pumping.cancel()
             if not done.is_set():
                 inbox.put(None)
                 self.client.cancel("the client disconnected")
-            # a client that stopped reading: do not wait for the socket to drain
             transport = self.writer.transport
             if transport is not None and transport.get_write_buffer_size() > 0:
                 transport.abort()

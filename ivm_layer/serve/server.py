@@ -18,6 +18,7 @@ import ipaddress
 import logging
 import secrets
 import signal
+import socket
 import ssl
 
 from . import codec
@@ -41,7 +42,8 @@ class Server:
     def __init__(self, backend, host: str = "127.0.0.1", port: int = 5433, *, auth_method: str = "trust",
                  users: Users | None = None, tls_cert: str | None = None, tls_key: str | None = None,
                  max_connections: int = 100, statement_timeout: float = 0.0, metrics=None,
-                 shutdown_grace: float = 10.0, max_message: int = codec.MAX_MESSAGE, send_slots: int = 4):
+                 shutdown_grace: float = 10.0, max_message: int = codec.MAX_MESSAGE, send_slots: int = 4,
+                 send_buffer: int = 256 * 1024):
         if auth_method not in ("trust", "scram-sha-256"):
             raise ServeError("22023", f"--auth {auth_method!r}: use trust or scram-sha-256")
         if auth_method == "trust" and not is_loopback_host(host):
@@ -71,6 +73,7 @@ class Server:
         self.shutdown_grace = shutdown_grace
         self.max_message = max_message
         self.send_slots = send_slots
+        self.send_buffer = send_buffer      # a fixed kernel send buffer per socket: bounded memory
         self.connections: dict[int, Connection] = {}
         self.shutting_down = False
         self._next_pid = 1000
@@ -110,6 +113,10 @@ class Server:
     async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         self._tasks.add(task)
+        sock = writer.get_extra_info("socket")
+        if sock is not None and self.send_buffer:
+            with contextlib.suppress(OSError):
+                sock.setsockopt(socket.SOL_SOCKET, socket.SO_SNDBUF, self.send_buffer)
         try:
             if self.shutting_down:
                 writer.write(codec.error_response("57P03", "the database system is shutting down", severity="FATAL"))

@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import subprocess
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -29,7 +30,8 @@ def db(any_served):
 def node_modules(pytestconfig) -> Path:
     if shutil.which("node") is None or shutil.which("npm") is None:
         pytest.skip("node and npm are not installed")
-    root = Path(pytestconfig.cache.mkdir("ivm-serve-node"))
+    cache = getattr(pytestconfig, "cache", None)     # .pytest_cache (not in git), else the temp dir
+    root = Path(cache.mkdir("ivm-serve-node")) if cache is not None else Path(tempfile.gettempdir()) / "ivm-serve-node"
     if not (root / "node_modules" / "pg").exists():
         res = subprocess.run(["npm", "install", "--no-audit", "--no-fund", "--prefix", str(root), "pg@8"],
                              capture_output=True, text=True, timeout=300)
