@@ -106,7 +106,8 @@ def plan_params(gcq: GCQ, params: list[str], param_vars: list[str], column_vars:
     ``gcq``'s atoms and predicates are the view's; ``param_vars`` are the input variables in
     parameter order and ``column_vars`` the variables of the view's columns.
     """
-    from . import plan_from_order, split_predicates
+    from .split import split_predicates
+    from .trees import plan_from_order
 
     inputs = frozenset(param_vars)
     outputs = frozenset(column_vars) - inputs

@@ -142,7 +142,8 @@ def _rank(free: frozenset[str]):
 
 def plan_static(gcq: GCQ, static_tables: frozenset[str]) -> StaticPlan:
     """Classify and plan ``gcq`` with the given static tables (see the module docstring)."""
-    from . import finish_tree, split_predicates
+    from .split import split_predicates
+    from .trees import finish_tree
 
     static_atoms = {i for i, a in enumerate(gcq.atoms) if a.relation in static_tables}
     _, joins = split_predicates(gcq)
