@@ -28,13 +28,15 @@ def _number(text: str) -> int | float:
 
 
 def parse_gcq(text: str) -> GCQ:
-    """The GCQ written in the papers' notation (see the module docstring).
+    """The GCQ written in the papers' notation (see the module docstring); raises
+    :class:`~ivm_layer.errors.IVMError` naming the part it cannot read.
 
-    >>> q = parse_gcq("π[x, u](r(x, y) ⋈ s(y, z, w) ⋈ t(u, v) | x < z ∧ w < u)")
-    >>> [a.alias for a in q.atoms], q.output, [str(p) for p in q.predicates]
-    (['r', 's', 't'], ['x', 'u'], ['x < z', 'w < u'])
-    >>> str(parse_gcq("t(i, ts), t(j, ts2) | ts < ts2 AND ts2 < ts + 3600"))
-    'π[i, ts, j, ts2](t(i, ts) ⋈ t(j, ts2) | ts < ts2 ∧ ts2 < ts + 3600)'
+    Examples:
+        >>> q = parse_gcq("π[x, u](r(x, y) ⋈ s(y, z, w) ⋈ t(u, v) | x < z ∧ w < u)")
+        >>> [a.alias for a in q.atoms], q.output, [str(p) for p in q.predicates]
+        (['r', 's', 't'], ['x', 'u'], ['x < z', 'w < u'])
+        >>> str(parse_gcq("t(i, ts), t(j, ts2) | ts < ts2 AND ts2 < ts + 3600"))
+        'π[i, ts, j, ts2](t(i, ts) ⋈ t(j, ts2) | ts < ts2 ∧ ts2 < ts + 3600)'
     """
     output = None
     m = _PROJECTION.fullmatch(text)

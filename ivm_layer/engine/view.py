@@ -87,13 +87,14 @@ class View:
     def explain(self) -> str:
         """The plan: class, costs, what is materialized, and the GJT with its connex subset N.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> for line in v.explain().splitlines()[2:5]:
-        ...     print(line)
-        class: q-hierarchical
-        materialized: nothing beyond the T-representation (memory linear in the input)
-        update cost: O(1) per single-tuple update of a table (every leaf-to-root path is a guard path)
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> for line in v.explain().splitlines()[2:5]:
+            ...     print(line)
+            class: q-hierarchical
+            materialized: nothing beyond the T-representation (memory linear in the input)
+            update cost: O(1) per single-tuple update of a table (every leaf-to-root path is a guard path)
         """
         head = [f"view columns: {', '.join(self.columns)}", f"query: {self.plan.gcq}"]
         st = self.stats()
@@ -110,11 +111,12 @@ class View:
         T-representation's indexes), ``core_entries`` (of a materialized cyclic core),
         ``materialized_rows`` (a materialized projected result) and their sum ``stored``.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1)]})
-        >>> v.stats()["base_rows"], v.stats()["materialized_rows"]
-        (3, 0)
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> v.stats()["base_rows"], v.stats()["materialized_rows"]
+            (3, 0)
         """
         out = {"base_rows": sum(len(t) for t in self._tables.values()),
                "index_entries": self._trep.size(),
@@ -140,11 +142,12 @@ class View:
         materialized result (not free-connex). Updating the view while this iterator is
         open makes its next step raise :class:`ConcurrentModificationError`.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((1, 10), 1), ((1, 10), 1)], "s": [((10, "x"), 1)]})
-        >>> list(v.rows()), list(v), len(v)
-        ([((1, 10, 'x'), 2)], [(1, 10, 'x'), (1, 10, 'x')], 2)
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((1, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> list(v.rows()), list(v), len(v)
+            ([((1, 10, 'x'), 2)], [(1, 10, 'x'), (1, 10, 'x')], 2)
         """
         if self._materialized is not None:
             return materialized_rows(self._materialized, self._distinct, self._trep)
@@ -155,11 +158,12 @@ class View:
         pairs (the innermost loop of the enumeration runs at C speed). Updating the view while
         this iterator is open makes its next step raise :class:`ConcurrentModificationError`.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((i, 10), 1) for i in range(3)], "s": [((10, "x"), 1)]})
-        >>> [len(batch) for batch in v.rows_batches(2)]
-        [2, 1]
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((i, 10), 1) for i in range(3)], "s": [((10, "x"), 1)]})
+            >>> [len(batch) for batch in v.rows_batches(2)]
+            [2, 1]
         """
         if self._materialized is not None:
             items = ((row, 1) for row in self._materialized) if self._distinct else self._materialized.items()
@@ -171,11 +175,12 @@ class View:
         O(1) for a free-connex view (one probe per node of N, 002 §3), a dict lookup for a
         materialized result.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((1, 10), 1)], "s": [((10, "x"), 1)]})
-        >>> v.contains((1, 10, "x")), v.contains((2, 10, "x"))
-        (1, 0)
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> v.contains((1, 10, "x")), v.contains((2, 10, "x"))
+            (1, 0)
         """
         row = probe_row(row, self.columns)
         if self._materialized is not None:
@@ -198,11 +203,12 @@ class View:
         """Total multiplicity, O(1): the count kept at the GJT root (for DISTINCT, the number
         of distinct rows).
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1), ((10, "y"), 1)]})
-        >>> len(v)
-        4
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1), ((10, "y"), 1)]})
+            >>> len(v)
+            4
         """
         if self._distinct:
             return len(self._materialized)
@@ -218,11 +224,12 @@ class View:
     def insert(self, table: str, row: Iterable[Any]) -> None:
         """Insert one row (multiplicity +1).
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.insert("r", (1, 10)); v.insert("s", (10, "x"))
-        >>> list(v.rows())
-        [((1, 10, 'x'), 1)]
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.insert("r", (1, 10)); v.insert("s", (10, "x"))
+            >>> list(v.rows())
+            [((1, 10, 'x'), 1)]
         """
         if not self._single(table, row, 1):
             self._apply_checked({table: [(row, 1)]}, want_change=False)
@@ -230,14 +237,15 @@ class View:
     def delete(self, table: str, row: Iterable[Any]) -> None:
         """Delete one row (multiplicity -1); raises UpdateError if the row is not present.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.insert("r", (1, 10)); v.delete("r", (1, 10)); len(v)
-        0
-        >>> v.delete("r", (1, 10))
-        Traceback (most recent call last):
-        ...
-        ivm_layer.errors.UpdateError: cannot delete (1, 10) from 'r': it is not present; no change was applied
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.insert("r", (1, 10)); v.delete("r", (1, 10)); len(v)
+            0
+            >>> v.delete("r", (1, 10))
+            Traceback (most recent call last):
+            ...
+            ivm_layer.errors.UpdateError: cannot delete (1, 10) from 'r': it is not present; no change was applied
         """
         if not self._single(table, row, -1):
             self._apply_checked({table: [(row, -1)]}, want_change=False)
@@ -314,28 +322,30 @@ class View:
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
         """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing).
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1)]})
-        >>> v.apply({"r": [((3, 10), 1), ((9, 9), -1)]})  # (9, 9) is absent: nothing applied
-        Traceback (most recent call last):
-        ...
-        ivm_layer.errors.UpdateError: cannot delete 1 copy of (9, 9) from 'r': it is not present; no change was applied
-        >>> len(v)
-        2
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> v.apply({"r": [((3, 10), 1), ((9, 9), -1)]})  # (9, 9) is absent: nothing applied
+            Traceback (most recent call last):
+            ...
+            ivm_layer.errors.UpdateError: cannot delete 1 copy of (9, 9) from 'r': it is not present; no change was applied
+            >>> len(v)
+            2
         """
         self._apply_checked(batch, want_change=False)
 
     def diff(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> Change:
         """Apply a batch and return the view's change ``[(row, Δk)]``, consolidated.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.apply({"r": [((1, 10), 1)]})
-        >>> v.diff({"s": [((10, "x"), 1)]})
-        [((1, 10, 'x'), 1)]
-        >>> sorted(v.diff({"r": [((1, 10), -1), ((2, 10), 1)]}))
-        [((1, 10, 'x'), -1), ((2, 10, 'x'), 1)]
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1)]})
+            >>> v.diff({"s": [((10, "x"), 1)]})
+            [((1, 10, 'x'), 1)]
+            >>> sorted(v.diff({"r": [((1, 10), -1), ((2, 10), 1)]}))
+            [((1, 10, 'x'), -1), ((2, 10, 'x'), 1)]
         """
         return self._apply_checked(batch, want_change=True)
 
@@ -345,13 +355,14 @@ class View:
         :meth:`commit` before any other update of this view (sessions use the pair to update
         several views all-or-nothing).
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> n = compile_view("SELECT count(*) AS n FROM r", {"r": ["a", "b"]})
-        >>> batch = {"r": [((1, 10), 1)]}
-        >>> steps = [(view, view.prepare(batch)) for view in (v, n)]  # nothing changed yet
-        >>> [view.commit(p, want_change=True) for view, p in steps]
-        [[], [((0,), -1), ((1,), 1)]]
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> n = compile_view("SELECT count(*) AS n FROM r", {"r": ["a", "b"]})
+            >>> batch = {"r": [((1, 10), 1)]}
+            >>> steps = [(view, view.prepare(batch)) for view in (v, n)]  # nothing changed yet
+            >>> [view.commit(p, want_change=True) for view, p in steps]
+            [[], [((0,), -1), ((1,), 1)]]
         """
         return Prepared(self, self._trep.version, self._prepare(batch))
 
@@ -359,14 +370,15 @@ class View:
         """Phase two: apply a :meth:`prepare`-d batch (cannot fail). Returns the view's
         consolidated change when ``want_change``.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> p = v.prepare({"r": [((1, 10), 1)]})
-        >>> v.insert("s", (10, "x"))  # another update first: the prepared batch is stale
-        >>> v.commit(p)
-        Traceback (most recent call last):
-        ...
-        ivm_layer.errors.UpdateError: this prepared batch is stale: the view changed since prepare(); prepare it again
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> p = v.prepare({"r": [((1, 10), 1)]})
+            >>> v.insert("s", (10, "x"))  # another update first: the prepared batch is stale
+            >>> v.commit(p)
+            Traceback (most recent call last):
+            ...
+            ivm_layer.errors.UpdateError: this prepared batch is stale: the view changed since prepare(); prepare it again
         """
         if prepared.view is not self or prepared.version != self._trep.version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); "
@@ -377,13 +389,14 @@ class View:
         """Call ``callback(change)`` after every update that changes the view. Returns an
         unsubscribe function.
 
-        >>> from ivm_layer import compile_view
-        >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
-        >>> v.insert("s", (10, "x"))
-        >>> stop = v.subscribe(lambda change: print("changed:", change))
-        >>> v.insert("r", (1, 10))
-        changed: [((1, 10, 'x'), 1)]
-        >>> stop(); v.insert("r", (2, 10))  # unsubscribed: nothing printed
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.insert("s", (10, "x"))
+            >>> stop = v.subscribe(lambda change: print("changed:", change))
+            >>> v.insert("r", (1, 10))
+            changed: [((1, 10, 'x'), 1)]
+            >>> stop(); v.insert("r", (2, 10))  # unsubscribed: nothing printed
         """
         return subscribe_to(self._subscribers, callback)
 

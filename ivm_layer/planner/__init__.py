@@ -6,10 +6,11 @@ refined, each has its own doctest and tests, and the papers' worked examples are
 files of query / expected plan pairs (``tests/planner/fixtures/``). Planning costs
 polynomial time in the query's size, never in the data.
 
->>> from ivm_layer.gcqtext import parse_gcq
->>> p = plan(parse_gcq("π[y, z, w, u](r(x, y) ⋈ s(y, z, w) ⋈ t(u, v) | x < z ∧ w < u)"))
->>> p.klass  # 000 Example 3
-'free-connex'
+Examples:
+    >>> from ivm_layer.gcqtext import parse_gcq
+    >>> p = plan(parse_gcq("π[y, z, w, u](r(x, y) ⋈ s(y, z, w) ⋈ t(u, v) | x < z ∧ w < u)"))
+    >>> p.klass  # 000 Example 3
+    'free-connex'
 """
 
 from __future__ import annotations

@@ -76,10 +76,11 @@ def run(draft: Draft, rules: tuple[PlannerPass, ...]) -> Plan:
 def split_filters(draft: Draft) -> Draft:
     """Predicates over one atom's variables become its filters; the rest join atoms.
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> d = split_filters(Draft(parse_gcq("r(x, y), s(y, z) | y > 5 ∧ x < z")))
-    >>> [[str(p) for p in f] for f in d.atom_filters], [str(p) for p in d.joins]
-    ([['y > 5'], ['y > 5']], ['x < z'])
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> d = split_filters(Draft(parse_gcq("r(x, y), s(y, z) | y > 5 ∧ x < z")))
+        >>> [[str(p) for p in f] for f in d.atom_filters], [str(p) for p in d.joins]
+        ([['y > 5'], ['y > 5']], ['x < z'])
     """
     draft.atom_filters, draft.joins = split_predicates(draft.gcq)
     return draft
@@ -89,10 +90,11 @@ def drop_implied(draft: Draft) -> Draft:
     """Drop join inequalities implied by the others through transitivity (001 §3): a query
     cyclic as written may be *semantically* acyclic.
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> d = drop_implied(split_filters(Draft(parse_gcq("r(x), s(z), t(u) | x < z ∧ z < u ∧ x < u"))))
-    >>> [str(p) for p in d.joins], [str(p) for p in d.dropped]
-    (['x < z', 'z < u'], ['x < u'])
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> d = drop_implied(split_filters(Draft(parse_gcq("r(x), s(z), t(u) | x < z ∧ z < u ∧ x < u"))))
+        >>> [str(p) for p in d.joins], [str(p) for p in d.dropped]
+        (['x < z', 'z < u'], ['x < u'])
     """
     draft.joins, draft.dropped = drop_implied_inequalities(draft.joins)
     return draft
@@ -104,25 +106,26 @@ def eliminate(draft: Draft) -> Draft:
     atoms, unless only inequalities close the cycle and ``allow_core``: then the smallest set
     of atoms whose join leaves an acyclic query is maintained as a core, and the plan is set.
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> d = eliminate(drop_implied(split_filters(Draft(parse_gcq(
-    ...     "π[x, u](r(x, y) ⋈ s(y, z, w) ⋈ t(u, v) | x < z ∧ w < u)")))))
-    >>> print(d.tree())
-    {} [N]
-    └── {} [N]
-        └── {y, z} [N]
-            ├── r(x, y) [N]  on x < z
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> d = eliminate(drop_implied(split_filters(Draft(parse_gcq(
+        ...     "π[x, u](r(x, y) ⋈ s(y, z, w) ⋈ t(u, v) | x < z ∧ w < u)")))))
+        >>> print(d.tree())
+        {} [N]
+        └── {} [N]
             └── {y, z} [N]
-                └── {w, y, z} [N]
-                    ├── {u} [N]  on w < u
-                    │   └── t(u, v)
-                    └── s(y, z, w) [N]
-    >>> sorted(d.frontier)  # var(X) ≠ {x, u}: Example 3's projection is not free-connex
-    ['u', 'w', 'x', 'y', 'z']
-    >>> eliminate(Draft(parse_gcq("r(x, y), s(y, z), t(x, z)")))
-    Traceback (most recent call last):
-    ...
-    ivm_layer.errors.CyclicQueryError: query is cyclic: no generalized join tree exists for the atoms r, s, t. Break the cycle (e.g. drop a join condition) or split the view.
+                ├── r(x, y) [N]  on x < z
+                └── {y, z} [N]
+                    └── {w, y, z} [N]
+                        ├── {u} [N]  on w < u
+                        │   └── t(u, v)
+                        └── s(y, z, w) [N]
+        >>> sorted(d.frontier)  # var(X) ≠ {x, u}: Example 3's projection is not free-connex
+        ['u', 'w', 'x', 'y', 'z']
+        >>> eliminate(Draft(parse_gcq("r(x, y), s(y, z), t(x, z)")))
+        Traceback (most recent call last):
+        ...
+        ivm_layer.errors.CyclicQueryError: query is cyclic: no generalized join tree exists for the atoms r, s, t. Break the cycle (e.g. drop a join condition) or split the view.
     """
     gcq = draft.gcq
     hyperedges = [a.varset for a in gcq.atoms]
@@ -153,17 +156,18 @@ def close_siblings(draft: Draft) -> Draft:
     one, here a type-2 violator (the root's guard child is outside N, its other children in),
     does:
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> from ivm_layer.planner.gjt import Node
-    >>> g, a, b = Node(frozenset("xyw"), atom=0), Node(frozenset("xz"), atom=1), Node(frozenset("yq"), atom=2)
-    >>> root = Node(frozenset("xy"), children=[g, a, b])
-    >>> d = Draft(parse_gcq("r(x, y, w), s(x, z), t(y, q)"), root=root, in_n={root.id, a.id, b.id})
-    >>> print(close_siblings(d).tree())
-    {x, y} [N]
-    ├── s(x, z) [N]
-    ├── t(y, q) [N]
-    └── {x, y} [N]
-        └── r(x, y, w)
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> from ivm_layer.planner.gjt import Node
+        >>> g, a, b = Node(frozenset("xyw"), atom=0), Node(frozenset("xz"), atom=1), Node(frozenset("yq"), atom=2)
+        >>> root = Node(frozenset("xy"), children=[g, a, b])
+        >>> d = Draft(parse_gcq("r(x, y, w), s(x, z), t(y, q)"), root=root, in_n={root.id, a.id, b.id})
+        >>> print(close_siblings(d).tree())
+        {x, y} [N]
+        ├── s(x, z) [N]
+        ├── t(y, q) [N]
+        └── {x, y} [N]
+            └── r(x, y, w)
     """
     draft.in_n = make_sibling_closed(draft.root, draft.in_n)
     return draft
@@ -173,20 +177,21 @@ def make_binary(draft: Draft) -> Draft:
     """Make every node binary (000 Fig. 5), put each atom's filters on its leaf, move
     one-sided edge predicates into filters and fuse nodes that only copy their child.
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> d = make_binary(close_siblings(eliminate(split_filters(Draft(parse_gcq(
-    ...     "r(a, b), s(a, c), t(a, d), u(a, e) | b < c ∧ e > 0"))))))
-    >>> print(d.tree())
-    {} [N]
-    └── {a, c} [N]
-        ├── {a, b} [N]  on b < c
-        │   ├── {a} [N]
-        │   │   ├── {a} [N]
-        │   │   │   └── t(a, d) [N]
-        │   │   └── {a} [N]
-        │   │       └── u(a, e) [N]  where e > 0
-        │   └── r(a, b) [N]
-        └── s(a, c) [N]
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> d = make_binary(close_siblings(eliminate(split_filters(Draft(parse_gcq(
+        ...     "r(a, b), s(a, c), t(a, d), u(a, e) | b < c ∧ e > 0"))))))
+        >>> print(d.tree())
+        {} [N]
+        └── {a, c} [N]
+            ├── {a, b} [N]  on b < c
+            │   ├── {a} [N]
+            │   │   ├── {a} [N]
+            │   │   │   └── t(a, d) [N]
+            │   │   └── {a} [N]
+            │   │       └── u(a, e) [N]  where e > 0
+            │   └── r(a, b) [N]
+            └── s(a, c) [N]
     """
     draft.root, draft.in_n = binarize_with_filters(draft.root, draft.in_n, draft.atom_filters)
     return draft
@@ -198,14 +203,15 @@ def tighten(draft: Draft) -> Draft:
     range scans stay inside the window; then check the tree's invariants (binary,
     sibling-closed, connex, connected).
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> d = tighten(make_binary(close_siblings(eliminate(split_filters(Draft(parse_gcq(
-    ...     "r(x, z), s(y) | x < y ∧ y < z ∧ z < x + 10")))))))
-    >>> print(d.tree())
-    {} [N]
-    └── {x, z} [N]
-        ├── s(y) [N]  on x < y ∧ y < z ∧ y < x + 10 ∧ y > z - 10
-        └── r(x, z) [N]  where z < x + 10
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> d = tighten(make_binary(close_siblings(eliminate(split_filters(Draft(parse_gcq(
+        ...     "r(x, z), s(y) | x < y ∧ y < z ∧ z < x + 10")))))))
+        >>> print(d.tree())
+        {} [N]
+        └── {x, z} [N]
+            ├── s(y) [N]  on x < y ∧ y < z ∧ y < x + 10 ∧ y > z - 10
+            └── r(x, z) [N]  where z < x + 10
     """
     closure = implied_closure(draft.implied_from if draft.implied_from is not None else draft.gcq.predicates)
     tighten_edges(draft.root, closure)
@@ -223,24 +229,25 @@ def keys_first(draft: Draft) -> Draft:
     (``layout.py``: 000's Q5, Q6, Q8 then fan out only inside a key group); Algorithm 3's own
     tree wins ties.
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> q5 = parse_gcq("r(k, a), s(k, d), t(g) | a < d ∧ d < g")
-    >>> d = tighten(make_binary(close_siblings(eliminate(split_filters(Draft(q5))))))
-    >>> print(d.tree())  # t's updates fan out to every s tuple below it: Θ(n)
-    {} [N]
-    └── {d, k} [N]
-        ├── r(k, a) [N]  on a < d
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> q5 = parse_gcq("r(k, a), s(k, d), t(g) | a < d ∧ d < g")
+        >>> d = tighten(make_binary(close_siblings(eliminate(split_filters(Draft(q5))))))
+        >>> print(d.tree())  # t's updates fan out to every s tuple below it: Θ(n)
+        {} [N]
         └── {d, k} [N]
-            ├── t(g) [N]  on d < g
-            └── s(k, d) [N]
-    >>> print(keys_first(d).tree())  # t on the top join, derived in O(log n); r fans out in its key group
-    {} [N]
-    └── {g} [N]
-        ├── {d} [N]  on d < g
-        │   └── {d, k} [N]
-        │       ├── r(k, a) [N]  on a < d
-        │       └── s(k, d) [N]
-        └── t(g) [N]
+            ├── r(k, a) [N]  on a < d
+            └── {d, k} [N]
+                ├── t(g) [N]  on d < g
+                └── s(k, d) [N]
+        >>> print(keys_first(d).tree())  # t on the top join, derived in O(log n); r fans out in its key group
+        {} [N]
+        └── {g} [N]
+            ├── {d} [N]  on d < g
+            │   └── {d, k} [N]
+            │       ├── r(k, a) [N]  on a < d
+            │       └── s(k, d) [N]
+            └── t(g) [N]
     """
     if not any(p.op != "=" for p in draft.joins):
         return draft
@@ -258,14 +265,15 @@ def classify(draft: Draft) -> Draft:
     :class:`Plan`. A q-hierarchical query whose tree Algorithm 3 did not make *simple* gets
     the simple tree of its canonical variable order (O(1) per update, 002 §3).
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> def klass(text):
-    ...     d = Draft(parse_gcq(text))
-    ...     for rule in (split_filters, drop_implied, *TREE, keys_first, classify):
-    ...         d = rule(d)
-    ...     return d.plan.klass
-    >>> klass("r(a, b), s(a, c)"), klass("r(a, b), s(b, c), t(c, d)"), klass("π[a, c](r(a, b), s(b, c))")
-    ('q-hierarchical', 'free-connex', 'acyclic-not-free-connex')
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> def klass(text):
+        ...     d = Draft(parse_gcq(text))
+        ...     for rule in (split_filters, drop_implied, *TREE, keys_first, classify):
+        ...         d = rule(d)
+        ...     return d.plan.klass
+        >>> klass("r(a, b), s(a, c)"), klass("r(a, b), s(b, c), t(c, d)"), klass("π[a, c](r(a, b), s(b, c))")
+        ('q-hierarchical', 'free-connex', 'acyclic-not-free-connex')
     """
     gcq = draft.gcq
     hyperedges = [a.varset for a in gcq.atoms]

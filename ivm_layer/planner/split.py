@@ -14,10 +14,11 @@ def split_predicates(gcq: GCQ) -> tuple[list[list[Predicate]], list[Predicate]]:
     A predicate over variables that several atoms contain is applied at each of them:
     the atoms agree on those values in every join result, so the result is unchanged.
 
-    >>> from ivm_layer.gcqtext import parse_gcq
-    >>> filters, joins = split_predicates(parse_gcq("r(x, y), s(y, z) | y > 5 ∧ x < z"))
-    >>> [[str(p) for p in f] for f in filters], [str(p) for p in joins]
-    ([['y > 5'], ['y > 5']], ['x < z'])
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> filters, joins = split_predicates(parse_gcq("r(x, y), s(y, z) | y > 5 ∧ x < z"))
+        >>> [[str(p) for p in f] for f in filters], [str(p) for p in joins]
+        ([['y > 5'], ['y > 5']], ['x < z'])
     """
     filters: list[list[Predicate]] = [[] for _ in gcq.atoms]
     joins: list[Predicate] = []
