@@ -6,12 +6,12 @@ and checked like Algorithm 3's trees; cost O(nodes × predicates).
 
 from __future__ import annotations
 
+from ..query import GCQ
 from .classify import FREE_CONNEX, NOT_FREE_CONNEX, Q_HIERARCHICAL
 from .gjt import Node
 from .plan import Plan
 from .split import split_predicates
 from .transform import binarize_with_filters, check_invariants
-from ..query import GCQ
 
 
 def plan_from_tree(gcq: GCQ, root: Node, in_n: set[int], klass: str = FREE_CONNEX) -> Plan:

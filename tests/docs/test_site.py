@@ -25,7 +25,8 @@ import pytest
 ROOT = pathlib.Path(__file__).resolve().parents[2]
 PAGES = [ROOT / "README.md"] + sorted((ROOT / "docs").glob("*.md"))
 EXAMPLE_URL = "postgresql://app@127.0.0.1/shop"
-FENCE = re.compile(r"(?:^<!-- docs-test: (?P<mark>\w+)[^>]*-->\n)?^```(?P<lang>\w+)[^\n]*\n(?P<code>.*?)^```", re.M | re.S)
+FENCE = re.compile(r"(?:^<!-- docs-test: (?P<mark>\w+)[^>]*-->\n)?^```(?P<lang>\w+)[^\n]*\n(?P<code>.*?)^```",
+                   re.M | re.S)
 ENV = {**os.environ, "PYTHONPATH": str(ROOT), "NO_MKDOCS_2_WARNING": "1"}
 
 
