@@ -135,3 +135,26 @@ def test_the_benchmark_results_section_is_where_the_generator_writes():
     section = text[text.index(report.START):text.index(report.END)]
     assert "| workload | N | ivm-pull |" in section and "Run of " in section
     assert report.START not in (ROOT / "README.md").read_text(encoding="utf-8")
+
+
+#: names the pages use that are not files of this repository: files a run writes, and sqlglot's test
+NOT_OURS = {"results.json", "status.json", "tests/test_docs.py"}
+
+
+def test_paths_the_pages_name_exist():
+    """Every `path/like/this.py` or `folder/` a page names is a file or folder of the repository
+    (a path may be given relative to a package folder, e.g. `planner/layout.py`)."""
+    files = subprocess.run(["git", "ls-files"], cwd=ROOT, capture_output=True, text=True, check=True).stdout.split()
+    files += [str(p.relative_to(ROOT)) for p in (ROOT / "docs").glob("*.md")]
+    dirs = {"/".join(f.split("/")[:i]) + "/" for f in files for i in range(1, f.count("/") + 1)}
+    missing = []
+    for page in PAGES:
+        for tok in re.findall(r"`([^`\s]+)`", page.read_text(encoding="utf-8")):
+            if any(c in tok for c in "~<>*{}$:=(") or tok.startswith(("-", "/", ".")) or tok in NOT_OURS:
+                continue
+            if re.search(r"\.(py|sql|toml|yml|yaml|md|json)$", tok) or re.fullmatch(r"[\w/]+/", tok):
+                known = any(f == tok or f.endswith("/" + tok) for f in files) or any(
+                    d == tok or d.endswith("/" + tok) for d in dirs)
+                if not known:
+                    missing.append(f"{page.name}: {tok}")
+    assert not missing, missing
