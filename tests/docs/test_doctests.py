@@ -59,6 +59,11 @@ def test_every_planner_pass_has_an_example():
     assert planner.RULES and all(_has_example(rule) for rule in planner.RULES), \
         [rule.__name__ for rule in planner.RULES if not _has_example(rule)]
     assert _has_example(planner.split_predicates) and _has_example(ivm_layer.gcqtext.parse_gcq)
+    from ivm_layer.planner.params import plan_params
+    from ivm_layer.planner.static import plan_static
+
+    assert _has_example(planner.plan) or _has_example(planner)  # the package docstring plans Example 3
+    assert _has_example(plan_static) and _has_example(plan_params)
 
 
 ENGINE_OPERATIONS = ["insert", "delete", "apply", "diff", "rows", "rows_batches", "contains", "explain",
