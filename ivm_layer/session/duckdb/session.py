@@ -107,6 +107,8 @@ class Session(SessionBase):
         self._txn_undo: list = []
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
+        # the database's own name: memory.t, memory.main.t name table t (router.route)
+        self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
         reads.warm_up(background=True)
         self._catalog.load_catalog()
@@ -177,7 +179,7 @@ class Session(SessionBase):
 
     # -- dispatch -----------------------------------------------------------------------
     def _execute_one(self, text: str, params) -> Cursor:
-        r = route(text)
+        r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r)

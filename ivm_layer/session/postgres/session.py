@@ -108,6 +108,7 @@ class PostgresSession(SessionBase):
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
             with pgconn.driver_errors(target):
                 identity = pgconn.database_identity(ctl)
+            self._catalogs = frozenset({identity.database.lower()})  # db.t, db.public.t: table t
             sd = Path(state_dir) if state_dir is not None else default_state_dir(identity, session)
             self.ctx = PgContext(target, session, identity, ctl, private_dir(sd), ValueDecoder(),
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
@@ -278,7 +279,7 @@ class PostgresSession(SessionBase):
     def _dispatch(self, text: str, params) -> Cursor:
         if COPY_STDIO.match(text):
             return self._user.copy_statement(text, params)
-        r = route(text)
+        r = route(text, self._catalogs)
         kind = r.kind
         if kind == "create_view":
             st = classify(text, self.dialect)
