@@ -15,7 +15,7 @@ Kinds (``Route.kind``):
 ``create_view``  ``CREATE [OR REPLACE] INCREMENTAL [MATERIALIZED] VIEW``
 ``drop``         ``DROP …`` (the session parses it: it is short); ``DROP SCHEMA name``
                  has ``target`` and flag ``schema``
-``alter``        ``ALTER TABLE name …`` (``target``)
+``alter``        ``ALTER TABLE|VIEW name …`` (``target``; flag ``table`` or ``view``)
 ``create_table`` ``CREATE [OR REPLACE] [TEMP] TABLE name`` (``target``, flag ``or_replace``)
 ``insert``       ``INSERT [OR REPLACE|OR IGNORE] INTO name`` (flags ``upsert``, ``returning``,
                  ``values`` for ``INSERT INTO name [(cols)] VALUES …``)
@@ -168,10 +168,12 @@ def route(text: str, catalogs: frozenset[str] = frozenset()) -> Route:
             return Route("drop", text, schema, frozenset({"schema"}), target_span=span)
         return Route("drop", text)
     if first == "ALTER":
-        if h.accept("TABLE"):
-            h.accept("IF", "EXISTS")
-            table, span, local = h.name()
-            return Route("alter", text, table if local else None, target_span=span)
+        for what in ("TABLE", "VIEW"):
+            if h.accept(what):
+                h.accept("IF", "EXISTS")
+                table, span, local = h.name()
+                return Route("alter", text, table if local else None, frozenset({what.lower()}),
+                             target_span=span)
         return Route("other", text)
     if first == "INSERT":
         flags = set()

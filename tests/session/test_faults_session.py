@@ -87,3 +87,62 @@ def test_case3_postgres_qualified_names_name_the_tracked_table(pg_url):
                 s.execute(drop)
     finally:
         s.close()
+
+
+def test_case12_a_failing_copy_reports_its_own_error():
+    s = ivm_layer.connect()
+    s.execute("CREATE TABLE r (a INT, b INT)")
+    s.execute("CREATE INCREMENTAL VIEW v AS SELECT a, b FROM r")
+    for block in (False, True):
+        if block:
+            s.execute("BEGIN")
+        with pytest.raises(Exception, match="(?i)no files found") as info:
+            s.execute("COPY r FROM '/nonexistent/x.csv'")
+        assert "aborted" not in str(info.value)
+        if block:
+            s.execute("ROLLBACK")
+    s.execute("INSERT INTO r VALUES (1, 2)")   # the session is usable, the view exact
+    assert _bag(s, "v") == Counter({(1, 2): 1})
+    s.close()
+
+
+@pytest.mark.parametrize("stmt", ["ALTER VIEW v RENAME TO w", "ALTER VIEW IF EXISTS v RENAME TO w",
+                                  "ALTER TABLE v RENAME TO w", "ALTER TABLE m RENAME TO w"])
+def test_case14_altering_an_incremental_view_is_refused(stmt):
+    s = ivm_layer.connect()
+    s.execute("CREATE TABLE r (a INT, b INT)")
+    s.execute("CREATE INCREMENTAL VIEW v AS SELECT a, b FROM r")
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW m AS SELECT a FROM r")
+    with pytest.raises(IVMError, match="cannot be altered or renamed"):
+        s.execute(stmt)
+    s.execute("INSERT INTO r VALUES (1, 2)")
+    assert s.execute("SELECT * FROM v").fetchall() == [(1, 2)]
+    assert s.execute("SELECT * FROM m").fetchall() == [(1,)]
+    s.close()
+
+
+def test_case14_and_17_postgres(pg_url):
+    """ALTER VIEW of an incremental view is refused; a view dropped and created again with other
+    column types reads back (no 'cached plan must not change result type' from a plan psycopg
+    prepared for the old view)."""
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, b int, c text)")
+        c.execute("INSERT INTO r VALUES (1, 2, 'x')")
+    s = ivm_layer.connect(pg_url, set_replica_identity=True)
+    reads = ["SELECT * FROM v ORDER BY 1", "SELECT v.* FROM v, r WHERE r.a = 1", "SELECT * FROM v"]
+    try:
+        for kind in ("", "MATERIALIZED "):
+            s.execute(f"CREATE INCREMENTAL {kind}VIEW v AS SELECT a, b FROM r")
+            with pytest.raises(IVMError, match="cannot be altered or renamed"):
+                s.execute("ALTER VIEW v RENAME TO w")
+            for q in reads:
+                for _ in range(7):  # psycopg prepares a statement run 5 times
+                    assert s.execute(q).fetchall() == [(1, 2)]
+            s.execute("DROP VIEW v")
+            s.execute(f"CREATE INCREMENTAL {kind}VIEW v AS SELECT c, a FROM r")
+            for q in reads:
+                for _ in range(7):
+                    assert s.execute(q).fetchall() == [("x", 1)]
+            s.execute("DROP VIEW v")
+    finally:
+        s.close()

@@ -37,7 +37,7 @@ from ...engine.view import View
 from ...errors import IVMError
 from ...io.duckdb import capture as duck
 from ...sql.statements import classify
-from ..core import Cursor, SessionBase, ViewInfo
+from ..core import Cursor, SessionBase, ViewInfo, unalterable
 from ..lookups import plan_lookups
 from ..router import Route, route
 from . import reads
@@ -318,7 +318,7 @@ class Session(SessionBase):
         if t is None or not (r.kind == "alter" or "or_replace" in r.flags):
             return
         if t in self._views:
-            raise IVMError(f"{t!r} is incremental view {t!r}: use DROP VIEW {t} first")
+            raise IVMError(unalterable(t))
         if t in self._catalog.captures:
             verb = "altering" if r.kind == "alter" else "replacing"
             raise IVMError(f"table {t!r} is read by incremental view(s) {', '.join(self._catalog.readers(t))}: "
