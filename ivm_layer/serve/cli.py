@@ -56,7 +56,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def open_backend(args: argparse.Namespace):
-    from connectors.pgconn import is_postgres_target
+    from ..io.postgres.conninfo import is_postgres_target
 
     if is_postgres_target(args.database):
         from .proxy import ProxyBackend

@@ -1,6 +1,6 @@
 """The PostgreSQL v3 wire protocol as pure functions: bytes → messages and messages → bytes.
 
-Sans-I/O, like :mod:`connectors.pgoutput` and psycopg's ``generators.py``: a
+Sans-I/O, like :mod:`ivm_layer.io.postgres.pgoutput` and psycopg's ``generators.py``: a
 :class:`FrontendParser` is fed whatever bytes arrived and hands back complete frontend
 messages (:mod:`.messages`); the ``*`` builder functions below return the bytes of backend
 messages. Nothing here reads a socket, so the server (:mod:`.server`), the tests and the

@@ -15,7 +15,7 @@ import io
 import re
 from dataclasses import dataclass
 
-from ..sessions.router import Route
+from ..session.router import Route
 from .results import CopyOut, parse_copy_text
 from .sqlstate import ServeError
 

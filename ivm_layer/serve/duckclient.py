@@ -13,13 +13,13 @@ import contextlib
 import re
 from dataclasses import dataclass, field
 
-from ..sessions import reads
-from ..sessions.duck_views import is_parameterized
-from ..sessions.lookups import plan_lookups
-from ..sessions.router import Route, route
+from ..session.duckdb import reads
+from ..session.duckdb.views import is_parameterized
+from ..session.lookups import plan_lookups
+from ..session.router import Route, route
 from . import catalog as cat
 from . import commands as cmd
-from ..sessions import pointreads as fastpath
+from ..session import pointreads as fastpath
 from . import pgcompat, pgtypes, results
 from .copyio import CopyFormat, copy_in_rows, copy_options
 from .paramtypes import infer

@@ -12,7 +12,7 @@ How clients share the one session (the session is not thread-safe; DuckDB connec
   such section a new commit (the SUBSCRIBE progress): autocommit writes to tracked tables
   and DDL run through the session itself; a client's ``BEGIN … COMMIT`` that wrote tracked
   tables is captured on its own connection and applied at COMMIT
-  (:class:`~ivm_layer.sessions.duck_clients.ClientTransaction`).
+  (:class:`~ivm_layer.session.duckdb.clients.ClientTransaction`).
 - Every client therefore sees every committed write in the views; inside its own block a
   client sees its own writes too (the block's changes are applied for the length of each of
   its reads, O(changes), under the exclusive gate) and nobody else does. Tables follow
@@ -45,7 +45,7 @@ import weakref
 
 import ivm_layer
 
-from ..sessions.duck_views import is_parameterized
+from ..session.duckdb.views import is_parameterized
 from . import catalog as cat
 from .gate import Gate
 from .settings import version_string
@@ -181,7 +181,7 @@ class EmbeddedBackend:
             if is_parameterized(vs.view):
                 out.update(self.input_types(vs))
             return out
-        from connectors.duckdb import table_columns
+        from ..io.duckdb.capture import table_columns
 
         with self._meta_lock:
             try:
@@ -213,7 +213,7 @@ class EmbeddedBackend:
         return [(int(o), n) for o, n in rows]
 
     def _relations(self) -> list[cat.Relation]:
-        from ..sessions.duck_views import MARKER
+        from ..session.duckdb.views import MARKER
 
         with self._meta_lock:
             m = self._meta

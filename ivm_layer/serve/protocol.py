@@ -21,7 +21,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 
-from ..sessions.router import split
+from ..session.router import split
 from . import codec, pgtypes
 from . import commands as cmd
 from . import messages as m

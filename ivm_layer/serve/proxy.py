@@ -4,7 +4,7 @@
   PostgreSQL behind (its own transactions, settings, temp tables); statements, parameters
   and results pass through as bytes (libpq's extended protocol, chunked rows, COPY in and
   out), PostgreSQL's errors keep their SQLSTATE and position.
-- **Views are maintained by one session** (:class:`~ivm_layer.sessions.postgres.PostgresSession`,
+- **Views are maintained by one session** (:class:`~ivm_layer.session.postgres.session.PostgresSession`,
   logical replication) and served by the engine: ``count(*)``, ``SELECT * FROM v [LIMIT n]``
   straight from it, other reads of a view through the session's TEMP table kept in step by the
   view's changes. An applier thread applies what the replication streams bring, each apply a
@@ -30,7 +30,7 @@ import weakref
 
 import ivm_layer
 
-from ..sessions import reads
+from ..session.duckdb import reads
 from .gate import Gate
 from .subscribe import Hub
 
@@ -43,7 +43,7 @@ class ProxyBackend:
     def __init__(self, url: str, *, session: str = "serve", state_dir: str | None = None,
                  set_replica_identity: bool = False, lock_timeout: float = 60.0, spool_rows: int = 100_000,
                  log_rows: int = 100_000, max_backlog: int = 100_000, apply_interval: float = 0.002):
-        from connectors import pgconn
+        from ..io.postgres import conninfo as pgconn
 
         self.target = pgconn.normalize(url)
         self.session = ivm_layer.connect(url, session=session, state_dir=state_dir,
@@ -99,7 +99,7 @@ class ProxyBackend:
     def _show_views(self) -> None:
         """Keep ``<schema>.<view>`` = the view's definition for every served view (the
         catalog's view of them); views that are gone are dropped."""
-        from connectors.postgres import quote_ident
+        from ..io.postgres.replication import quote_ident
 
         want = {n: vs.stmt.select_sql for n, vs in self.views.items() if not vs.materialized}
         if want == self._shown:

@@ -17,9 +17,9 @@ import logging
 
 from psycopg import pq
 
-from ..sessions.router import Route, route
+from ..session.router import Route, route
 from . import commands as cmd
-from ..sessions import pointreads as fastpath
+from ..session import pointreads as fastpath
 from . import pgtypes, sqlscan
 from .results import Column, CopyIn, CopyOut, RawParams, Result
 from .sqlstate import ServeError, in_failed_block

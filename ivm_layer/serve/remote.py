@@ -16,7 +16,7 @@ import queue
 import threading
 from collections.abc import Callable
 
-from ..sessions.core import Cursor, ViewInfo
+from ..session.core import Cursor, ViewInfo
 
 
 def connect_remote(url: str):
@@ -37,7 +37,7 @@ class RemoteSession:
     dialect = "postgres"
 
     def __init__(self, conn, url: str):
-        from connectors import pgconn
+        from ..io.postgres import conninfo as pgconn
 
         self._conn = conn
         self._target = url

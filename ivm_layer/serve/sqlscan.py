@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from connectors.sqltext import skip_literal
+from ..sql.sqltext import skip_literal
 
 
 def segments(text: str) -> list[tuple[bool, str]]:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from decimal import Decimal
 
-from ..sessions.duck_views import is_parameterized
+from ..session.duckdb.views import is_parameterized
 from . import commands as cmd
 from . import pgtypes
 from .results import Column, CopyOut, Result, Spool

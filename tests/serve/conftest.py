@@ -1,102 +1,13 @@
-"""Fixtures for ``ivm serve`` tests: a real ``ivm serve`` process on a free port.
-
-``served`` (module scope) serves a fresh DuckDB file; tests that need their own server (kill -9,
-auth, TLS) build a :class:`ServeProcess` themselves. Clients are the real ones: psql, pgbench,
-psycopg, asyncpg, node-postgres, the JDBC driver, SQLAlchemy.
-"""
+"""Fixtures for ``ivm serve`` tests: ``served`` (module scope) serves a fresh DuckDB file;
+``any_served`` does that and then runs the same tests in proxy mode in front of the test
+PostgreSQL. Tests that need their own server (kill -9, auth, TLS) build a
+:class:`serve_process.ServeProcess` themselves. Clients are the real ones: psql, pgbench,
+psycopg, asyncpg, node-postgres, the JDBC driver, SQLAlchemy."""
 
 from __future__ import annotations
 
-import os
-import signal
-import socket
-import subprocess
-import sys
-import time
-from pathlib import Path
-
 import pytest
-
-ROOT = Path(__file__).resolve().parents[2]
-
-
-def pytest_configure(config):
-    for name, what in (("postgres", "needs the test PostgreSQL cluster"), ("slow", "takes long; not in the CI share")):
-        config.addinivalue_line("markers", f"{name}: {what}")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-class ServeProcess:
-    """``python -m ivm_layer serve DATABASE --port N …`` as a child process."""
-
-    def __init__(self, database: str | None, *args: str, env: dict | None = None, log: Path | None = None,
-                 host: str = "127.0.0.1"):
-        self.database = database
-        self.args = list(args)
-        self.env = dict(os.environ, **(env or {}))
-        self.env.setdefault("PYTHONUNBUFFERED", "1")
-        self.port = free_port()
-        self.host = host
-        self.log = log
-        self.proc: subprocess.Popen | None = None
-        self.banner = ""
-
-    def start(self, timeout: float = 60.0) -> ServeProcess:
-        cmd = [sys.executable, "-m", "ivm_layer", "serve"]
-        if self.database is not None:
-            cmd.append(self.database)
-        cmd += ["--host", self.host, "--port", str(self.port), *self.args]
-        err = open(self.log, "ab") if self.log else subprocess.DEVNULL
-        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=self.env, stdout=subprocess.PIPE, stderr=err)
-        deadline = time.monotonic() + timeout
-        line = b""
-        while time.monotonic() < deadline:
-            line = self.proc.stdout.readline()
-            if line.startswith(b"ivm serve:"):
-                self.banner = line.decode()
-                return self
-            if not line and self.proc.poll() is not None:
-                break
-        raise RuntimeError(f"ivm serve did not start (exit {self.proc.poll()}): {line!r} "
-                           f"{self.log.read_text()[-3000:] if self.log and self.log.exists() else ''}")
-
-    def url(self, user: str = "ivm", db: str = "shop", password: str | None = None, **opts) -> str:
-        auth = f"{user}:{password}@" if password is not None else f"{user}@"
-        q = "&".join(f"{k}={v}" for k, v in opts.items())
-        return f"postgresql://{auth}{self.host}:{self.port}/{db}" + (f"?{q}" if q else "")
-
-    def dsn(self, user: str = "ivm", db: str = "shop") -> dict:
-        return {"host": self.host, "port": self.port, "user": user, "dbname": db}
-
-    def stop(self, sig: int = signal.SIGTERM, timeout: float = 60.0) -> int:
-        if self.proc is None or self.proc.poll() is not None:
-            return self.proc.returncode if self.proc else 0
-        self.proc.send_signal(sig)
-        try:
-            return self.proc.wait(timeout)
-        except subprocess.TimeoutExpired:
-            self.proc.kill()
-            return self.proc.wait()
-
-    def kill9(self) -> None:
-        self.proc.kill()
-        self.proc.wait()
-
-    def alive(self) -> bool:
-        return self.proc is not None and self.proc.poll() is None
-
-    def __enter__(self) -> ServeProcess:
-        return self.start()
-
-    def __exit__(self, *exc) -> None:
-        self.stop()
-        if self.proc is not None and self.proc.stdout is not None:
-            self.proc.stdout.close()
+from serve_process import ServeProcess
 
 
 @pytest.fixture(scope="module")
@@ -123,16 +34,3 @@ def any_served(request, tmp_path_factory):
         s.mode = request.param
         s.upstream = target if request.param == "postgres" else None
         yield s
-
-
-def psql(server: ServeProcess, *args: str, input: str | None = None, check: bool = True,
-         timeout: float = 60.0) -> subprocess.CompletedProcess:
-    """Run the real psql against ``server`` (no .psqlrc, no pager)."""
-    env = dict(os.environ, PGHOST=server.host, PGPORT=str(server.port), PGUSER="ivm", PGDATABASE="shop",
-               PAGER="cat", PSQL_PAGER="cat", PGCONNECT_TIMEOUT="10")
-    env.pop("PGPASSWORD", None)
-    res = subprocess.run(["psql", "-X", "-v", "ON_ERROR_STOP=1", *args], input=input, capture_output=True,
-                         text=True, env=env, timeout=timeout)
-    if check and res.returncode != 0:
-        raise AssertionError(f"psql {args} failed ({res.returncode}):\n{res.stdout}\n{res.stderr}")
-    return res

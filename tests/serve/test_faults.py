@@ -15,7 +15,7 @@ import time
 import psycopg
 import pytest
 import workload
-from conftest import ROOT, ServeProcess
+from serve_process import ROOT, ServeProcess
 
 from ivm_layer.serve import codec
 from ivm_layer.serve import messages as m

@@ -7,7 +7,7 @@ import urllib.request
 
 import psycopg
 import pytest
-from conftest import ServeProcess, free_port
+from serve_process import ServeProcess, free_port
 
 
 def test_metrics_endpoint(tmp_path):

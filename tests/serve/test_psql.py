@@ -11,7 +11,7 @@ import time
 import pexpect
 import psycopg
 import pytest
-from conftest import psql
+from serve_process import psql
 
 
 @pytest.fixture(scope="module")

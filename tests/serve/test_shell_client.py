@@ -9,7 +9,7 @@ import sys
 
 import pexpect
 import psycopg
-from conftest import ROOT
+from serve_process import ROOT
 
 
 def test_shell_is_a_client_of_ivm_serve(served):

@@ -12,7 +12,7 @@ import time
 import psycopg
 import pytest
 import workload
-from conftest import ServeProcess
+from serve_process import ServeProcess
 
 from ivm_layer.serve import codec
 from ivm_layer.serve import messages as m
