@@ -40,6 +40,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="rows of changes a SUBSCRIBE client may fall behind before it is dropped (default 100000)")
     p.add_argument("--subscribe-log", type=int, default=100_000,
                    help="rows of changes kept per subscribed view for RESUME FROM (default 100000)")
+    p.add_argument("--socket-send-buffer", type=int, default=256 * 1024,
+                   help="kernel send buffer per client socket in bytes (default 262144): with the server's own "
+                        "buffers it bounds what a client that stops reading holds")
     p.add_argument("--lock-timeout", type=float, default=60.0,
                    help="seconds a statement waits for the views (a running commit) before failing (default 60)")
     p.add_argument("--shutdown-grace", type=float, default=10.0,
@@ -86,7 +89,7 @@ async def _serve(args: argparse.Namespace, ready=None) -> int:
         server = Server(backend, args.host, args.port, auth_method=args.auth, users=users,
                         tls_cert=args.tls_cert, tls_key=args.tls_key, max_connections=args.max_connections,
                         statement_timeout=args.statement_timeout, metrics=metrics,
-                        shutdown_grace=args.shutdown_grace)
+                        shutdown_grace=args.shutdown_grace, send_buffer=args.socket_send_buffer)
         await server.start()
     except BaseException:
         backend.close()

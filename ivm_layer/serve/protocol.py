@@ -90,6 +90,7 @@ class Protocol:
         except (Disconnected, ClientGone):
             return
         finally:
+            self.busy = False
             for p in self.portals.values():
                 if p.result is not None:
                     p.result.close()
