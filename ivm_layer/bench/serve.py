@@ -54,7 +54,7 @@ def _summary_ms(values_s: list[float]) -> dict:
 
 def _load() -> str:
     try:
-        return subprocess.run(["uptime"], capture_output=True, text=True).stdout.strip()
+        return subprocess.run(["uptime"], capture_output=True, text=True, check=False).stdout.strip()
     except OSError:
         return " ".join(f"{x:.2f}" for x in os.getloadavg())
 
@@ -155,7 +155,7 @@ def in_process(path: str, n: int, reads: int, rng: random.Random) -> dict:
 class Server:
     def __init__(self, path: str, log: str):
         self.port = _free_port()
-        self.log = open(log, "ab")
+        self.log = open(log, "ab")  # noqa: SIM115 - closed by stop()
         self.proc = subprocess.Popen([sys.executable, "-m", "ivm_layer", "serve", path, "--port", str(self.port),
                                       "--log-level", "WARNING"], cwd=ROOT, stdout=subprocess.PIPE, stderr=self.log)
         while True:
@@ -188,7 +188,7 @@ def _pgbench(server: Server, script: str, clients: int, seconds: float | None, t
     cmd += ["-T", str(int(seconds))] if seconds else ["-t", str(transactions)]
     if log:
         cmd += ["-l", "--log-prefix", os.path.join(workdir, "pgb")]
-    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=600)
+    res = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=workdir, timeout=600, check=False)
     if res.returncode != 0:
         raise RuntimeError(f"pgbench failed: {res.stdout}\n{res.stderr}")
     tps = float(next(x for x in res.stdout.splitlines() if x.startswith("tps")).split("=")[1].split()[0])

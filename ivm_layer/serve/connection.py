@@ -169,7 +169,7 @@ class Connection:
         def work() -> None:
             try:
                 proto.run()
-            except Exception:  # noqa: BLE001
+            except Exception:
                 log.exception("connection %d: the worker failed", self.pid)
             finally:
                 with contextlib.suppress(Exception):
@@ -191,7 +191,7 @@ class Connection:
                 # the worker is done; what it sent is written unless the client stopped reading
                 try:
                     await asyncio.wait_for(asyncio.shield(pumping), 2.0)
-                except asyncio.TimeoutError:
+                except TimeoutError:
                     self.writer.transport.abort()
             with contextlib.suppress(ConnectionError, OSError, asyncio.CancelledError):
                 await pumping

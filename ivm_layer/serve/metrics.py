@@ -27,7 +27,13 @@ log = logging.getLogger("ivm_layer.serve")
 
 class Metrics:
     def __init__(self, port: int, host: str = "127.0.0.1"):
-        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, start_http_server
+        from prometheus_client import (
+            CollectorRegistry,
+            Counter,
+            Gauge,
+            Histogram,
+            start_http_server,
+        )
 
         self.registry = CollectorRegistry()
         r = self.registry

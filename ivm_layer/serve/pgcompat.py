@@ -48,13 +48,13 @@ def client_macros(version: str, user: str, database: str, pid: int) -> list[str]
             f"CREATE OR REPLACE TEMP MACRO ivm_pg_backend_pid() AS {int(pid)}"]
 
 
-_LIKE = re.compile(r"\b((?:NOT\s+)?I?LIKE)\s+((?:E)?'(?:[^']|'')*')(?!\s*ESCAPE)", re.I)
+_LIKE = re.compile(r"\b((?:NOT\s+)?I?LIKE)\s+((?:E)?'(?:[^']|'')*')(?!\s*ESCAPE)", re.IGNORECASE)
 
 
 def like_escapes(text: str) -> str:
     """PostgreSQL's LIKE takes ``\\`` as its escape character by default, DuckDB's none:
     patterns with a backslash get an explicit ``ESCAPE '\\'``."""
-    if "\\" not in text or not re.search(r"LIKE", text, re.I):
+    if "\\" not in text or not re.search(r"LIKE", text, re.IGNORECASE):
         return text
     return _LIKE.sub(lambda m: f"{m.group(1)} {m.group(2)} ESCAPE '\\'" if "\\" in m.group(2) else m.group(0), text)
 

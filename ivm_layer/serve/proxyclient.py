@@ -9,19 +9,19 @@ as :mod:`.proxy` describes. Runs on the connection's worker thread.
 from __future__ import annotations
 
 import contextlib
+import logging
 import re
 import select
 from dataclasses import dataclass, field
 
-import logging
-
 from psycopg import pq
 
+from ..session import pointreads as fastpath
 from ..session.router import Route, route
 from . import commands as cmd
-from ..session import pointreads as fastpath
 from . import pgtypes, sqlscan
-from .results import Column, CopyIn, CopyOut, RawParams, Result
+from .proxycopy import ProxyCopy
+from .results import Column, RawParams, Result
 from .sqlstate import ServeError, in_failed_block
 from .viewcmds import explain_view, show_views, subscription
 
@@ -72,7 +72,7 @@ def _to_pyformat(sql: str, params: list) -> tuple[str, list]:
     return sqlscan.map_code(sql, code), out
 
 
-class ProxyClient:
+class ProxyClient(ProxyCopy):
     raw_params = True
 
     def __init__(self, backend, user: str, database: str, pid: int):
@@ -102,9 +102,9 @@ class ProxyClient:
         p = ProxyPrepared(sql, sql, r, nparams, list(declared), cmd.parse(sql))
         if p.command is None and r.kind == "read":
             p.shape = fastpath.shape(sql)
-        if re.match(r"\s*COPY\b", sql, re.I):
-            p.copy = "in" if re.search(r"\bFROM\s+STDIN\b", sql, re.I) else \
-                "out" if re.search(r"\bTO\s+STDOUT\b", sql, re.I) else None
+        if re.match(r"\s*COPY\b", sql, re.IGNORECASE):
+            p.copy = "in" if re.search(r"\bFROM\s+STDIN\b", sql, re.IGNORECASE) else \
+                "out" if re.search(r"\bTO\s+STDOUT\b", sql, re.IGNORECASE) else None
         return p
 
     def param_types(self, p: ProxyPrepared) -> list[int]:
@@ -267,7 +267,6 @@ class ProxyClient:
 
     def _rows(self, res):
         """Rows of a chunked result: wire values, then the final tag sets the count."""
-        pg = self.pg
         while True:
             n, m = res.ntuples, res.nfields
             for r in range(n):
@@ -290,54 +289,6 @@ class ProxyClient:
                 self._drain()
 
     # -- COPY ----------------------------------------------------------------------------------------
-    def _copy_in(self, p: ProxyPrepared) -> Result:
-        pg = self.pg
-        pg.send_query(p.text.encode())
-        res = self._result()
-        if res.status != pq.ExecStatus.COPY_IN:
-            self._drain()
-            raise ServeError("08P01", "PostgreSQL did not start COPY FROM STDIN")
-        ncols = res.nfields
-
-        def finish(data) -> Result:
-            data.seek(0)
-            while chunk := data.read(1 << 16):
-                while not pg.put_copy_data(chunk):
-                    select.select([], [pg.socket], [], 0.1)
-            while not pg.put_copy_end(None):
-                select.select([], [pg.socket], [], 0.1)
-            while pg.flush():
-                select.select([], [pg.socket], [], 0.1)
-            done = self._result()
-            self._drain()
-            if self.status == "I":
-                self.backend.wrote()
-            return Result((done.command_status or b"COPY").decode(), count_in_tag=False)
-        return Result("COPY", copy_in=CopyIn(ncols, finish))
-
-    def _copy_out(self, p: ProxyPrepared, values, oids, fmts) -> Result:
-        pg = self.pg
-        pg.send_query(p.text.encode())
-        res = self._result()
-        if res.status != pq.ExecStatus.COPY_OUT:
-            self._drain()
-            raise ServeError("08P01", "PostgreSQL did not start COPY TO STDOUT")
-        cols = [Column(f"c{i}", pgtypes.TEXT) for i in range(res.nfields)]
-
-        def lines():
-            while True:
-                n, data = pg.get_copy_data(1)
-                if n == 0:             # nothing yet: wait for the socket (GIL released)
-                    select.select([pg.socket], [], [], 0.1)
-                    pg.consume_input()
-                    if self.cancel_reason:
-                        self._cancel_upstream()
-                    continue
-                if n < 0:
-                    break
-                yield bytes(data)
-            self._drain()
-        return Result("COPY", cols, lines(), copy_out=CopyOut(raw=True))
 
     # -- commands ------------------------------------------------------------------------------------
     def _command(self, p: ProxyPrepared, params):
@@ -374,7 +325,7 @@ class ProxyClient:
         try:
             path = self.conn.execute("SHOW search_path").fetchone()[0]
             if b.schema not in [x.strip().strip('"') for x in path.split(",")]:
-                self.conn.execute(f"SELECT set_config('search_path', %s, false)", [f"{path}, {b.schema}"])
+                self.conn.execute("SELECT set_config('search_path', %s, false)", [f"{path}, {b.schema}"])
         except Exception as e:  # noqa: BLE001
             log.warning("cannot add schema %s to a client's search_path: %s", b.schema, e)
 

@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import contextlib
 import pickle
+import re
 import tempfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from itertools import islice
 
 from . import codec, pgtypes
+from .pgcompat import column_name
 
 #: yielded by a row iterator that has nothing more for now (a subscription between commits):
 #: the sender puts out the rows it holds instead of waiting to fill a chunk
@@ -242,3 +244,34 @@ def parse_copy_text(line: str, delimiter: str = "\t", null: str = "\\N") -> list
             i += 1
         out.append("".join(buf))
     return out
+
+
+# -- command tags and result columns -----------------------------------------------------------
+
+def command_tag(r) -> str:
+    """The CommandComplete tag of a routed statement (without its row count)."""
+    kind = r.kind
+    if kind == "read":
+        return "SELECT"
+    fixed = {"insert": "INSERT 0", "update": "UPDATE", "delete": "DELETE", "merge": "MERGE",
+             "copy_from": "COPY", "truncate": "TRUNCATE TABLE", "create_view": "CREATE VIEW"}
+    if kind in fixed:
+        return fixed[kind]
+    words = re.findall(r"[A-Za-z]+", _head(r.text))[:3]
+    if not words:
+        return "OK"
+    w = [x.upper() for x in words]
+    if w[0] in ("CREATE", "DROP", "ALTER") and len(w) > 1:
+        if w[1] in ("OR", "TEMP", "TEMPORARY", "UNIQUE") and len(w) > 2:
+            return f"{w[0]} {w[2] if w[1] != 'UNIQUE' else 'INDEX'}"
+        return f"{w[0]} {w[1]}"
+    return w[0]
+
+
+def _head(text: str) -> str:
+    return re.sub(r"(?:\s+|--[^\n]*|/\*.*?\*/)+", " ", text[:200], flags=re.DOTALL).strip()
+
+
+def description_columns(desc) -> list[Column]:
+    """Columns of a DuckDB result description, named as PostgreSQL names them."""
+    return [Column.of(column_name(d[0]), str(d[1])) for d in desc]
