@@ -3,15 +3,14 @@
 :meth:`DuckClient.prepare` reads a statement once (route, engine shape, catalog or not, the
 command it is); :meth:`DuckClient.execute` runs it on the path :mod:`.embedded` describes:
 the client's own DuckDB connection, the engine under the shared gate, or the session under
-the exclusive gate. Runs on one worker thread at a time per client (the fast path of
-:meth:`DuckClient.fast` on the event loop, never at the same time).
+the exclusive gate. Runs on the connection's worker thread (one statement at a time).
 """
 
 from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from ..session import pointreads as fastpath
 from ..session.duckdb.views import is_parameterized
@@ -50,7 +49,6 @@ class Prepared:
     copy: CopyFormat | None = None
     rows: bool = False
     inferred: list[int] | None = None
-    cache: dict = field(default_factory=dict)
 
 
 class DuckClient(Transactions, ViewReads, Commands):

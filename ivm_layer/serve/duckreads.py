@@ -1,9 +1,8 @@
 """Reads of served views for one client of an embedded server (a mixin of
 :class:`~.duckclient.DuckClient`).
 
-- the engine's own answers (:mod:`ivm_layer.session.pointreads`): at once on the event loop
-  when the gate is free (:meth:`ViewReads.fast`), else under the shared gate, inside a block
-  with the block's changes applied;
+- the engine's own answers (:mod:`ivm_layer.session.pointreads`) under the shared gate,
+  streamed as they are enumerated; inside a block with the block's changes applied;
 - DuckDB queries that name a served view: the view's rows registered as a lazy Arrow reader on
   the client's own connection for the statement (its ``TEMP VIEW`` made once per connection),
   parameterized views as lookups (:meth:`ViewReads.lookup_read`).
@@ -28,29 +27,6 @@ if TYPE_CHECKING:
 class ViewReads:
     """Needs ``backend``, ``conn``, ``status``, ``txn``, ``_temp``, ``_temp_version`` and the
     client's ``_run``/``_description_columns`` helpers."""
-
-    def fast(self, p: Prepared, params) -> Result | None:
-        """An engine read answered at once, when the gate is free: else ``None``."""
-        if p.shape is None or self.status != "I":
-            return None
-        vs = self.backend.views.get(p.shape.view)
-        if vs is None or vs.error is not None or vs.materialized:
-            return None
-        if not self.backend.gate.try_shared():
-            return None
-        try:
-            res = self._engine(p, vs, params)
-            if res is None:
-                return None
-            res.rows = list(res.rows) if p.shape.count is not None or p.shape.limit is not None or \
-                is_parameterized(vs.view) else res.rows
-            return res
-        finally:
-            if res is None or isinstance(res.rows, list):
-                self.backend.gate.release_shared()
-            else:       # a long scan: the worker thread streams it, holding the gate
-                res.release = self.backend.gate.release_shared
-                res.holds_gate = True
 
     def _engine_in_block(self, p: Prepared, vs, params) -> Result | None:
         """An engine read inside a transaction block: with the block's own changes applied

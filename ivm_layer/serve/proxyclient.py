@@ -12,7 +12,7 @@ import contextlib
 import logging
 import re
 import select
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from psycopg import pq
 
@@ -43,7 +43,6 @@ class ProxyPrepared:
     shape: fastpath.Shape | None = None
     inferred: list[int] | None = None
     copy: str | None = None                 # "in" / "out" for COPY … STDIN / STDOUT
-    cache: dict = field(default_factory=dict)
 
 
 def _error(res) -> ServeError:
@@ -137,9 +136,6 @@ class ProxyClient(ProxyCopy):
         return oids, cols or None
 
     # -- executing ---------------------------------------------------------------------------------
-    def fast(self, p, params):
-        return None
-
     def execute(self, p: ProxyPrepared, params, bind=None) -> Result:
         self.cancel_reason = None
         self._sync_temp_views()

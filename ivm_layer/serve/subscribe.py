@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import collections
 import threading
-import time
 from collections.abc import Callable, Iterator
 
 from .results import FLUSH
@@ -202,12 +201,3 @@ def stream(sub: Subscriber, hub: Hub, first: list[tuple[int, object]], check: Ca
             yield FLUSH
     finally:
         hub.detach(sub)
-
-
-def wait_until(predicate: Callable[[], bool], timeout: float) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        time.sleep(0.01)
-    return predicate()
