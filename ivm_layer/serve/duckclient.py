@@ -135,8 +135,8 @@ class DuckClient(Transactions, ViewReads, Commands):
             return p.inferred, cols
         nulls = _PARAM.sub("NULL", p.text)
         if p.catalog:
-            cur = self.backend.catalog_cursor(self.database, self.settings.reported())
-            desc = cur.execute(f"DESCRIBE {nulls}").fetchall()
+            with contextlib.closing(self.backend.catalog_cursor(self.database, self.settings.reported())) as cur:
+                desc = cur.execute(f"DESCRIBE {nulls}").fetchall()
             return p.inferred, [Column.of(r[0], r[1]) for r in desc]
         if p.route.kind in ("insert", "update", "delete"):
             m = _RETURNING.search(p.text)
@@ -170,9 +170,10 @@ class DuckClient(Transactions, ViewReads, Commands):
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(kind)
         if p.catalog:
-            cur = self.backend.catalog_cursor(self.database, self.settings.reported())
-            cur.execute(p.text, params)
-            return Result("SELECT", description_columns(cur.description), iter(cur.fetchall()))
+            with contextlib.closing(self.backend.catalog_cursor(self.database, self.settings.reported())) as cur:
+                cur.execute(p.text, params)
+                cols, rows = description_columns(cur.description), cur.fetchall()
+            return Result("SELECT", cols, iter(rows))
         if p.shape is not None and self.status == "T":
             vs = self.backend.views.get(p.shape.view)
             if vs is not None and vs.error is None and not vs.materialized:
