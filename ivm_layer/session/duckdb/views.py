@@ -23,7 +23,7 @@ from ...errors import IVMError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
 from ...sql.statements import CreateIncrementalView, classify
-from ..core import ViewStateBase, dedupe_names
+from ..core import ViewStateBase, dedupe_names, named_columns
 from . import reads
 from .tables import arrow_type, bulk_insert
 
@@ -185,10 +185,7 @@ class DuckViews:
         desc = [r for r in desc if not _hidden(r[0], view)]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
-        if st.columns:
-            if len(st.columns) != len(types):
-                raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
-            columns = list(st.columns)
+        columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
             raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
         vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends))

@@ -12,7 +12,7 @@ from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
 from ...sql.statements import CreateIncrementalView
-from ..core import dedupe_names
+from ..core import dedupe_names, named_columns
 from .served import ServedTable
 from .state import UNIT_COLUMN, PgContext, PgView, slot_name
 
@@ -68,10 +68,7 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
     columns = dedupe_names([d.name for d in cur.description])
     types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
              for d in cur.description]
-    if st.columns:
-        if len(st.columns) != len(types):
-            raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
-        columns = list(st.columns)
+    columns = named_columns(st.name, st.columns, columns)
     if len(types) != len(view.columns):
         raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
     slot = slot or slot_name(ctx.db, ctx.session, st.name)
