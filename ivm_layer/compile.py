@@ -6,13 +6,14 @@ from collections.abc import Iterable
 
 from .engine.aggregates import AggregateView
 from .engine.nested import NestedView
+from .engine.outerjoin import JoinView
 from .engine.project import ProjectView
 from .engine.semijoin import SemiJoinView
 from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .query import GCQ, Derived, Predicate, SemiJoin, SetOperation
+from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation
 from .sql import translate_select
 from .sql.params import HIDDEN, extract_params
 from .sql.setops import translate_definition
@@ -132,6 +133,8 @@ def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
     if isinstance(d, SemiJoin):  # [NOT] EXISTS / [NOT] IN (SELECT …): per-key counts of the subquery
         return SemiJoinView(d.mode, _build(d.left, ""), _build(d.right, ""), d.nkeys, d.columns, d.distinct,
                             sql, d.text)
+    if isinstance(d, JoinQuery):  # outer joins over several tables: a tree of join nodes
+        return ProjectView(_join_tree(d.tree), d.projection, sql)
     if isinstance(d, SetOperation):  # UNION / EXCEPT / INTERSECT [ALL] of two views
         return SetOpView(d.kind, d.all, _build(d.branches[0], ""), _build(d.branches[1], ""), d.columns, sql)
     if d.projection is not None:  # computed columns / residual filters on top of the join
@@ -139,3 +142,20 @@ def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
     if d.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
         return AggregateView(d, sql)
     return View(plan(d), sql)
+
+
+def _join_tree(t: JoinTree) -> JoinView:
+    from .engine.outerjoin import key_function
+    from .engine.scalar import compile_condition, compile_scalar
+
+    left = _join_tree(t.left) if isinstance(t.left, JoinTree) else _build(t.left, "")
+    right = _join_tree(t.right) if isinstance(t.right, JoinTree) else _build(t.right, "")
+    lpos = {v: i for i, v in enumerate(t.left_vars)}
+    rpos = {v: i for i, v in enumerate(t.right_vars)}
+    keys = []
+    for exprs, cond, pos in ((t.left_keys, t.left_cond, lpos), (t.right_keys, t.right_cond, rpos)):
+        keys.append(key_function([compile_scalar(e, pos, t.dialect) for e in exprs],
+                                 compile_condition(cond, pos, t.dialect) if cond is not None else None))
+    both = {v: i for i, v in enumerate(t.vars)}
+    residual = compile_condition(t.residual, both, t.dialect) if t.residual is not None else None
+    return JoinView(t.kind, left, right, (keys[0], keys[1]), residual, t.vars, t.text)

@@ -344,3 +344,40 @@ class Derived:
 
     nested: list
     outer: Any
+
+
+@dataclass
+class JoinTree:
+    """One join of a join tree with outer joins: ``left <kind> JOIN right``. ``left`` / ``right``
+    are definitions (the rows of one table or of an inner join, their columns the variables
+    ``left_vars`` / ``right_vars``, ``"alias.column"``) or further :class:`JoinTree` nodes. The ON
+    condition is split into key expressions (``left_keys[i] = right_keys[i]``), a condition on
+    each side's own columns (a row failing it never matches) and, for inner joins only, a
+    ``residual`` condition on the joined row. Expression trees as in :class:`ProjectionSpec`."""
+
+    kind: str  # "inner" | "left" | "right" | "full"
+    left: Any
+    right: Any
+    left_vars: list[str]
+    right_vars: list[str]
+    left_keys: list[tuple] = field(default_factory=list)
+    right_keys: list[tuple] = field(default_factory=list)
+    left_cond: tuple | None = None
+    right_cond: tuple | None = None
+    residual: tuple | None = None
+    text: str = ""
+    dialect: str = "duckdb"
+
+    @property
+    def vars(self) -> list[str]:
+        return list(self.left_vars) + list(self.right_vars)
+
+
+@dataclass
+class JoinQuery:
+    """A SELECT over a join tree with outer joins: ``projection`` reads the tree's variables
+    (its ``residual`` holds the WHERE conditions that could not move into an input)."""
+
+    tree: JoinTree
+    projection: ProjectionSpec
+    aliases: dict[str, str] = field(default_factory=dict)  # alias -> table (types, EXPLAIN)
