@@ -15,6 +15,7 @@ from .errors import IVMError
 from .planner import plan
 from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation
 from .sql import translate_select
+from .sql.constants import constant_inputs
 from .sql.params import HIDDEN, extract_params
 from .sql.setops import translate_definition
 
@@ -34,6 +35,9 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     A parameterized view answers ``view.lookup(**inputs)`` (``planner/params.py``,
     ``engine/lookup.py``).
     """
+    rewritten, constants = constant_inputs(sql, dialect)
+    if constants:  # SELECT 1, VALUES, generate_series(…): static tables loaded once
+        return _with_constants(sql, rewritten, constants, schema, dialect, static, params)
     static = _static_names(static, schema)
     params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
     rewritten, placeholders, ranges = extract_params(sql, dialect)
@@ -95,6 +99,26 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
     rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
     return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
                      eq_params=names, ranges=rng)
+
+
+def _with_constants(sql: str, rewritten: str, constants: list, schema: dict, dialect: str,
+                    static: Iterable[str], params: Iterable[str]):
+    from .engine.constant import ConstantInputs
+
+    full = dict(schema) if isinstance(schema, dict) else {}
+    for t in constants:
+        full[t.name] = dict(zip(t.columns, t.types))
+    names = [t.name for t in constants]
+    static = [static] if isinstance(static, str) else list(static)
+    if static or params:
+        inner = compile_view(rewritten, full, dialect, static=[*static, *names], params=params)
+    else:
+        d = translate_definition(rewritten, full, dialect=dialect)
+        if isinstance(d, GCQ) and d.aggregate is None and d.projection is None and len(d.atoms) > 1:
+            inner = _static_view(d, sql, _static_names(names, full))  # 003: constants are static tables
+        else:
+            inner = _build(d, sql)
+    return ConstantInputs(inner, constants, sql)
 
 
 def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:

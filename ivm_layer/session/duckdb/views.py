@@ -22,6 +22,7 @@ from ...engine.view import View
 from ...errors import IVMError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
+from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView, classify
 from ..core import ViewStateBase, dedupe_names, named_columns
 from . import reads
@@ -166,7 +167,7 @@ class DuckViews:
             cols = duck.table_columns(self.conn, t)
             if cols is not None:
                 schema[t] = cols
-        if not schema:
+        if not schema and (st.tables or not constant_inputs(sql, "duckdb")[1]):
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
                            if st.tables else f"incremental view {st.name!r} reads no table")
         return sql, depends, schema

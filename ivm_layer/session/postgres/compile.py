@@ -11,6 +11,7 @@ from ...errors import IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
+from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView
 from ..core import dedupe_names, named_columns
 from .served import ServedTable
@@ -34,7 +35,7 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
             raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
                            "(source tables must be in the public schema)")
         used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
-    if not used:
+    if not used and not constant_inputs(st.select_sql, ctx.dialect)[1]:
         raise SQLError(f"incremental view {st.name!r} reads no table")
     return used
 
