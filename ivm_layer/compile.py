@@ -13,7 +13,7 @@ from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation
+from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation, WindowQuery
 from .sql import translate_select
 from .sql.constants import constant_inputs
 from .sql.params import HIDDEN, extract_params
@@ -157,6 +157,8 @@ def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
     if isinstance(d, SemiJoin):  # [NOT] EXISTS / [NOT] IN (SELECT …): per-key counts of the subquery
         return SemiJoinView(d.mode, _build(d.left, ""), _build(d.right, ""), d.nkeys, d.columns, d.distinct,
                             sql, d.text)
+    if isinstance(d, WindowQuery):  # window functions, Top-N, ORDER BY … LIMIT
+        return _window(d, sql)
     if isinstance(d, JoinQuery):  # outer joins over several tables: a tree of join nodes
         return ProjectView(_join_tree(d.tree), d.projection, sql)
     if isinstance(d, SetOperation):  # UNION / EXCEPT / INTERSECT [ALL] of two views
@@ -183,3 +185,28 @@ def _join_tree(t: JoinTree) -> JoinView:
     both = {v: i for i, v in enumerate(t.vars)}
     residual = compile_condition(t.residual, both, t.dialect) if t.residual is not None else None
     return JoinView(t.kind, left, right, (keys[0], keys[1]), residual, t.vars, t.text)
+
+
+def _window(d: WindowQuery, sql: str):
+    """The inner view, one WindowView per OVER clause, and the SELECT list on top: read lazily
+    when it only reorders the columns and keeps every inner column (the rows stay distinct),
+    else through a ProjectView (which keeps the count of each output row)."""
+    from .engine.window import WindowView
+
+    view = _build(d.inner, "")
+    spec = d.projection
+    width = len(view.columns)
+    lazy = None
+    if not spec.residual and not spec.distinct and all(e[0] == "var" for e in spec.exprs):
+        picked = [d.names.index(e[1]) for e in spec.exprs]
+        if set(range(width)) <= set(picked):
+            lazy = picked
+    end = width
+    for i, level in enumerate(d.levels):
+        end += len(level.funcs)
+        last = i == len(d.levels) - 1
+        view = WindowView(view, level, d.names[:end], spec.dialect, output=lazy if last else None,
+                          labels=spec.columns if last and lazy is not None else None, sql=sql if last else "")
+    if lazy is not None:
+        return view
+    return ProjectView(view, spec, sql)

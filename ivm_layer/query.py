@@ -381,3 +381,48 @@ class JoinQuery:
     tree: JoinTree
     projection: ProjectionSpec
     aliases: dict[str, str] = field(default_factory=dict)  # alias -> table (types, EXPLAIN)
+
+
+# -- window functions -----------------------------------------------------------------------
+RANKING = ("row_number", "rank", "dense_rank")
+
+
+@dataclass(frozen=True)
+class WindowFunc:
+    """One window function of a level: ``func`` over the input position ``arg`` (None for
+    ``COUNT(*)`` and the ranking functions); ``frame`` is ``"rows"``, ``"range"`` or
+    ``"partition"``; ``offset`` / ``default`` are LAG's and LEAD's."""
+
+    func: str
+    arg: int | None = None
+    frame: str = "range"
+    offset: int = 1
+    default: Any = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """``OVER (PARTITION BY partition ORDER BY order)`` (positions of the input row; order items
+    are ``(position, descending, nulls_first)``), its functions, and an optional Top-N filter
+    ``cap = (function index, lo, hi)``: only rows whose ranking value is in ``[lo, hi]``."""
+
+    partition: tuple[int, ...]
+    order: tuple[tuple[int, bool, bool], ...]
+    funcs: tuple[WindowFunc, ...]
+    cap: tuple[int, int, float] | None = None
+    text: str = ""
+
+
+@dataclass
+class WindowQuery:
+    """A SELECT with window functions: ``inner`` (any definition) gives the rows and the
+    expressions the windows read; ``levels`` (one per distinct OVER clause) each append their
+    functions' values to the row; ``names`` names every position of the resulting row (the inner
+    columns, then each level's functions); ``projection`` reads those names (the SELECT list, the
+    filters that stay on top). A level's ``cap`` is a Top-N filter on one of its ranking values."""
+
+    inner: Any
+    levels: list
+    names: list[str]
+    projection: ProjectionSpec

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..query import Derived, JoinQuery, SemiJoin, SetOperation
+from ..query import Derived, JoinQuery, SemiJoin, SetOperation, WindowQuery
 from .literals import strip_parens, user_text
 
 
@@ -14,7 +14,7 @@ def definition_columns(d) -> list[str]:
         return list(d.columns)
     if isinstance(d, Derived):
         return definition_columns(d.outer)
-    if isinstance(d, JoinQuery):
+    if isinstance(d, (JoinQuery, WindowQuery)):
         return list(d.projection.columns)
     if d.aggregate is not None:
         return list(d.aggregate.columns)

@@ -18,6 +18,7 @@ from ..query import SemiJoin
 from .aggregates import is_aggregate_query
 from .disjunction import or_join, or_union
 from .jointree import flatten_inner, join_tree
+from .window import has_window, order_limit, top_n, window_query
 from .literals import strip_parens, unsupported, user_text
 from .nesting import aggregate_over, derived, has_computed_group
 from .outerjoin import outer_join
@@ -32,8 +33,16 @@ def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dial
     """A SELECT with possibly subquery conditions / one outer join → a definition."""
     if has_nested_from(select):
         select = inline_nested(select, tables, dialect, strict=False)
-        if has_nested_from(select):  # aggregated / DISTINCT subqueries: nested views
-            return derived(select, tables, dialect, translate_select_tree)
+        if has_nested_from(select):
+            topn = top_n(select, tables, dialect, translate_select_tree)
+            if topn is not None:  # SELECT … FROM (… ROW_NUMBER() OVER (…) AS rn …) WHERE rn <= k
+                return topn
+            return derived(select, tables, dialect, translate_select_tree)  # aggregated / DISTINCT subqueries
+    if select.args.get("order") is not None or select.args.get("limit") is not None \
+            or select.args.get("offset") is not None:
+        return order_limit(select, tables, dialect, translate_select_tree)
+    if has_window(select):
+        return window_query(select, tables, dialect, translate_select_tree)
     if has_paren_join(select) and not has_outer_join(select):
         select = flatten_inner(select, tables, dialect)  # inner joins are associative
     outer = has_outer_join(select)

@@ -1,0 +1,643 @@
+"""Window functions and Top-N over a view's change stream (:class:`WindowView`).
+
+One :class:`WindowView` computes the window functions that share one ``OVER (PARTITION BY …
+ORDER BY …)``: ``ROW_NUMBER``, ``RANK``, ``DENSE_RANK``, ``LAG`` / ``LEAD``, and ``SUM``,
+``COUNT``, ``AVG``, ``MIN``, ``MAX`` over the frames ``ROWS`` / ``RANGE`` ``UNBOUNDED PRECEDING``
+(up to the current row) or the whole partition. Per partition it keeps the input rows in an
+:class:`~ivm_layer.engine.orderstat.OrderStatList` ordered by the ORDER BY values (ties broken by
+the rest of the row: SQL leaves that order unspecified, so ``ROW_NUMBER``, ``ROWS`` frames and
+``LAG``/``LEAD`` among rows that tie may differ from another database's arbitrary choice), with
+prefix sums of the aggregates' arguments and prefix minima/maxima.
+
+An update applies the changed rows to their partitions (O(log n) each), then walks each touched
+partition from the first changed position, computing every row's old and new values side by
+side, and stops as soon as the two agree from there on (same running state, past the last
+change) or, for a Top-N filter (``rn <= k``), once both are past position k. The view's change
+is the rows whose values differ: O(log n + changed rows + k) per update. Where a change shifts
+every later row's value (``ROW_NUMBER`` or a running ``SUM`` after an insert near the start,
+any change under a whole-partition aggregate) that many rows change, by definition. Nothing per
+output row is stored: :meth:`rows` walks the partitions (constant delay per row).
+"""
+
+from __future__ import annotations
+
+from collections import deque
+from collections.abc import Callable, Iterator, Mapping
+from decimal import Decimal, localcontext
+from typing import Any
+
+from sortedcontainers import SortedList
+
+from ..errors import ConcurrentModificationError, UpdateError
+from ..query import RANKING, WindowFunc, WindowSpec
+from .composite import CompositeView
+from .exact import EXACT, numeric_avg
+from .orderstat import OrderStatList
+from .values import SqlNaN
+from .view import Change, Prepared, combined_stats
+
+# -- sort keys ---------------------------------------------------------------------------------
+class _Desc:
+    """A value that sorts in descending order (non-numeric ORDER BY … DESC)."""
+
+    __slots__ = ("v",)
+
+    def __init__(self, v: Any) -> None:
+        self.v = v
+
+    def __lt__(self, o: "_Desc") -> bool:
+        return o.v < self.v
+
+    def __gt__(self, o: "_Desc") -> bool:
+        return o.v > self.v
+
+    def __eq__(self, o: object) -> bool:
+        return isinstance(o, _Desc) and self.v == o.v
+
+    def __le__(self, o: "_Desc") -> bool:
+        return o.v <= self.v
+
+    def __ge__(self, o: "_Desc") -> bool:
+        return o.v >= self.v
+
+    def __hash__(self) -> int:
+        return hash(self.v)
+
+
+def _order_encoder(desc: bool, nulls_first: bool) -> Callable[[Any], tuple]:
+    null = (0,) if nulls_first else (2,)
+    if not desc:
+        def asc(v: Any) -> tuple:
+            if v is None:
+                return null
+            if isinstance(v, SqlNaN):
+                return (1, 1, 0)
+            return (1, 0, v)
+        return asc
+
+    def dsc(v: Any) -> tuple:
+        if v is None:
+            return null
+        if isinstance(v, SqlNaN):
+            return (1, 0, 0)
+        if isinstance(v, (int, float, Decimal)):
+            return (1, 1, -v)
+        return (1, 1, _Desc(v))
+    return dsc
+
+
+def _row_key(row: tuple) -> tuple:
+    return tuple((0,) if v is None else (1, v) for v in row)
+
+
+class _Top:
+    """Greater than every key (the end of a partition)."""
+
+    def __gt__(self, o: Any) -> bool:
+        return True
+
+    def __lt__(self, o: Any) -> bool:
+        return False
+
+
+_END = (_Top(),)
+
+
+class _Part:
+    __slots__ = ("ol", "peers", "peer_counts")
+
+    def __init__(self, nfields: int, extremes: tuple[bool, ...], dense: bool) -> None:
+        self.ol = OrderStatList(nfields, extremes)
+        self.peers = SortedList() if dense else None
+        self.peer_counts: dict = {}
+
+
+# -- the view ----------------------------------------------------------------------------------
+class WindowView(CompositeView):
+    """The input view's rows, each followed by the values of one OVER clause's window functions
+    (see the module docstring). ``output``: positions of the output row (a reordering / subset
+    that keeps every input column, applied lazily), or None for input row + values."""
+
+    made_of = "window functions"
+
+    def __init__(self, inner: Any, spec: WindowSpec, names: list[str], dialect: str = "duckdb",
+                 output: list[int] | None = None, labels: list[str] | None = None, sql: str = ""):
+        """``names``: one name per position of the full row (the input's columns, then one per
+        function); ``output`` picks the view's columns from it."""
+        self.sql = sql
+        self.inner = inner
+        self.spec = spec
+        self.dialect = dialect
+        if len(names) != len(inner.columns) + len(spec.funcs):
+            raise ValueError("a window level names every input column and every function")
+        full = list(names)
+        self._output = output
+        self.positions = {v: i for i, v in enumerate(full)} if output is None else None
+        self.columns = list(labels) if labels is not None else \
+            [full[i] for i in output] if output is not None else full
+        self._enc = [(p, _order_encoder(d, nf)) for p, d, nf in spec.order]
+        # additive fields: 0 = multiplicity; per aggregate argument a: (sum, non-NULL count)
+        self._sumf: dict[int, tuple[int, int]] = {}
+        self._extf: dict[tuple[int, bool], int] = {}
+        for f in spec.funcs:
+            if f.func in ("sum", "avg", "count") and f.arg is not None and f.arg not in self._sumf:
+                self._sumf[f.arg] = (1 + 2 * len(self._sumf), 2 + 2 * len(self._sumf))
+            if f.func in ("min", "max") and (f.arg, f.func == "min") not in self._extf:
+                self._extf[(f.arg, f.func == "min")] = len(self._extf)
+        self._nfields = 1 + 2 * len(self._sumf)
+        self._extremes = tuple(lowest for (_a, lowest) in self._extf)
+        self._ext_args = [a for (a, _l) in self._extf]
+        self._dense = any(f.func == "dense_rank" for f in spec.funcs)
+        self._lags = max([f.offset for f in spec.funcs if f.func == "lag"], default=0)
+        self._leads = max([f.offset for f in spec.funcs if f.func == "lead"], default=0)
+        self._whole = any(f.frame == "partition" and f.func not in RANKING + ("lag", "lead") for f in spec.funcs)
+        # what the walk's running state must compare to know that old and new values agree
+        cap_f = spec.funcs[spec.cap[0]].func if spec.cap is not None else None
+        self._uses_n = any(f.func in ("row_number", "rank") for f in spec.funcs) or cap_f in ("row_number", "rank")
+        running = [f for f in spec.funcs if f.func in ("sum", "count", "avg", "min", "max") and f.frame != "partition"]
+        self._uses_sums = any(f.func != "min" and f.func != "max" for f in running)
+        self._uses_exts = any(f.func in ("min", "max") for f in running)
+        self._parts: dict[tuple, _Part] = {}
+        self._total = 0
+        self._version = 0
+        self._subscribers: list[Callable[[Change], Any]] = []
+
+    # -- introspection ------------------------------------------------------------------
+    @property
+    def branches(self) -> list:
+        return [self.inner]
+
+    @property
+    def query_class(self) -> str:
+        return self.inner.query_class
+
+    def cost_text(self) -> str:
+        spec = self.spec
+        shifting = [f.text or f.func for f in spec.funcs
+                    if f.func in ("row_number", "rank") or (f.func in ("sum", "count", "avg") and f.frame != "partition")]
+        whole = [f.text or f.func for f in spec.funcs if f.frame == "partition" and f.func not in RANKING + ("lag", "lead")]
+        parts = [f"per partition an order-statistic list of its rows ({sum(p.ol.total for p in self._parts.values())} "
+                 f"rows in {len(self._parts)} partitions); an update costs O(log n) per changed row plus the "
+                 "rows whose window values change (the walk from the first changed position stops where old and "
+                 "new values agree again)"]
+        if spec.cap is not None:
+            f = spec.funcs[spec.cap[0]]
+            hi = spec.cap[2]
+            parts.append(f"Top-N: only rows with {f.text or f.func} in [{spec.cap[1]}, "
+                         f"{'∞' if hi == float('inf') else int(hi)}] are in the view; a change past that "
+                         "position costs O(log n) and changes nothing; one inside it changes the rows "
+                         "entering and leaving the top (and those whose rank shifts)")
+        if shifting and spec.cap is None:
+            parts.append(f"{', '.join(shifting)}: a row inserted or deleted at position p changes the value of "
+                         "every later row of its partition (the view's change is that large by definition; "
+                         "rows() enumerates lazily, nothing per row is stored)")
+        if whole:
+            parts.append(f"{', '.join(whole)} (whole partition): any change of a partition changes every row of it")
+        if any(f.func in ("lag", "lead") for f in spec.funcs):
+            parts.append("LAG/LEAD: a change touches the rows within the offset of it")
+        return "; ".join(parts)
+
+    def explain(self) -> str:
+        lines = [f"view columns: {', '.join(self.columns)}",
+                 f"window {self.spec.text}: " + ", ".join(f.text or f.func for f in self.spec.funcs),
+                 self.cost_text(), "input:"]
+        lines.extend("    " + line for line in self.inner.explain().splitlines())
+        return "\n".join(lines)
+
+    def stats(self) -> dict[str, int]:
+        return combined_stats([self.inner], sum(len(p.ol) for p in self._parts.values()))
+
+    def __repr__(self) -> str:
+        return f"<ivm_layer.WindowView columns={self.columns} rows={len(self)}>"
+
+    def __len__(self) -> int:
+        return self._total
+
+    # -- keys and fields ----------------------------------------------------------------
+    def _key(self, row: tuple) -> tuple:
+        okey = tuple(enc(row[p]) for p, enc in self._enc)
+        return (okey, _row_key(row), row)
+
+    def _deltas(self, row: tuple, d: int) -> tuple:
+        out = [d]
+        for a in self._sumf:
+            x = row[a]
+            out += [0, 0] if x is None else [x * d, d]
+        return tuple(out)
+
+    # -- writing ------------------------------------------------------------------------
+    def prepare(self, batch: Mapping) -> Prepared:
+        parts = self.split_batch(batch)
+        return Prepared(self, self._version, self.inner.prepare(parts))
+
+    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
+        if prepared.view is not self or prepared.version != self._version:
+            raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
+        self._version += 1
+        change = self.inner.commit(prepared.steps, want_change=True) or ()
+        out: dict[tuple, int] = {}
+        with localcontext(EXACT):
+            by_part: dict[tuple, dict] = {}
+            part_of = self.spec.partition
+            for row, k in change:
+                pk = tuple(row[p] for p in part_of)
+                group = by_part.setdefault(pk, {})
+                key = self._key(row)
+                group[key] = group.get(key, 0) + k
+            for pk, changes in by_part.items():
+                changes = {key: d for key, d in changes.items() if d}
+                if changes:
+                    self._update(pk, changes, out)
+        result = [(row, k) for row, k in out.items() if k]
+        self._total += sum(k for _, k in result)
+        if result:
+            for cb in list(self._subscribers):
+                cb(list(result))
+        return result if want_change else None
+
+    def _update(self, pk: tuple, changes: dict, out: dict) -> None:
+        part = self._parts.get(pk)
+        if part is None:
+            part = self._parts[pk] = _Part(self._nfields, self._extremes, self._dense)
+        ol = part.ol
+        old_whole = self._whole_values(part) if self._whole else None
+        for key, d in changes.items():
+            ol.add(key, self._deltas(key[2], d), tuple(key[2][a] for a in self._ext_args))
+            if part.peers is not None:
+                okey = key[0]
+                n = part.peer_counts.get(okey, 0) + d
+                if n:
+                    if okey not in part.peer_counts:
+                        part.peers.add(okey)
+                    part.peer_counts[okey] = n
+                else:
+                    del part.peer_counts[okey]
+                    part.peers.remove(okey)
+        new_whole = self._whole_values(part) if self._whole else None
+        self._walk(part, changes, old_whole, new_whole, out)
+        if not ol.total:
+            del self._parts[pk]
+
+    def _whole_values(self, part: _Part) -> tuple:
+        ol = part.ol
+        return (tuple(ol.totals), tuple(ol.extreme_before(_END, t) for t in range(len(self._extremes))))
+
+    # -- the walk -----------------------------------------------------------------------
+    def _start(self, part: _Part, first: tuple, whole_changed: bool) -> tuple:
+        """The sentinel key where the walk starts: the first row of the peer group of the first
+        change, moved back over LEAD's offset; the partition's start when a whole-partition
+        aggregate changed."""
+        if whole_changed:
+            return ()
+        start = (first[0],)
+        if self._leads:
+            need, at = self._leads, None
+            for key, c in part.ol.iter_before(start):
+                need -= c
+                at = key
+                if need <= 0:
+                    break
+            if at is not None:
+                start = (at[0],)
+        return start
+
+    def _walk(self, part: _Part, changes: dict, old_whole, new_whole, out: dict) -> None:
+        ol = part.ol
+        whole_changed = old_whole != new_whole
+        start = self._start(part, min(changes), whole_changed)
+        last = max(changes)
+        prefix = ol.before(start) if start else [0] * self._nfields
+        exts = [ol.extreme_before(start, t) for t in range(len(self._extremes))] if start else \
+            [None] * len(self._extremes)
+        dense = part.peers.bisect_left(start[0]) if (self._dense and start) else 0
+        hist: list[tuple] = []
+        if self._lags:
+            for key, c in ol.iter_before(start) if start else ():
+                hist.extend([key[2]] * min(c, self._lags - len(hist)))
+                if len(hist) >= self._lags:
+                    break
+            hist.reverse()
+        walkers = (_Walker(self, prefix, exts, dense, hist, old_whole),
+                   _Walker(self, prefix, exts, dense, hist, new_whole))
+        waiting: tuple[dict, dict] = ({}, {})
+        counts: dict[tuple, tuple[int, int]] = {}
+        gone = sorted(k for k in changes if not ol.count(k))
+        stream = _merge(ol.iter_from(start) if start else ol.iter_from(()), gone)
+        group: list = []
+        group_okey = None
+        done = False
+        if all(w.beyond() for w in walkers):
+            return
+        for key, c_new in stream:
+            if group and key[0] != group_okey:
+                done = self._step(walkers, group, counts, waiting, out, key_past=group[-1][0] >= last)
+                group = []
+                if done:
+                    break
+            group_okey = key[0]
+            c_old = c_new - changes.get(key, 0)
+            counts[key] = (c_old, c_new)
+            group.append((key, c_old, c_new))
+        if not done:
+            if group:
+                self._step(walkers, group, counts, waiting, out, key_past=True)
+            for side, w in enumerate(walkers):
+                w.finish()
+                self._match(side, w, counts, waiting, out)
+        for side in (0, 1):  # records whose counterpart never came (cannot happen once matched)
+            for ident, row in waiting[side].items():
+                if row is not None:
+                    out[row] = out.get(row, 0) + (-1 if side == 0 else 1)
+
+    def _step(self, walkers, group, counts, waiting, out, key_past: bool) -> bool:
+        for side, w in enumerate(walkers):
+            w.group([(key, c_new if side else c_old) for key, c_old, c_new in group])
+            self._match(side, w, counts, waiting, out)
+        wo, wn = walkers
+        if waiting[0] or waiting[1]:
+            return False
+        if wo.pending_state() != wn.pending_state():
+            return False
+        if wo.beyond() and wn.beyond():
+            return True
+        return key_past and wo.state() == wn.state()
+
+    def _match(self, side: int, w: "_Walker", counts, waiting, out: dict) -> None:
+        other = 1 - side
+        mine, theirs = waiting[side], waiting[other]
+        for ident, vals in w.done:
+            row = self._out(ident[0][2], vals)
+            if ident in theirs:
+                orow = theirs.pop(ident)
+                old, new = (row, orow) if side == 0 else (orow, row)
+                if old != new:
+                    if old is not None:
+                        out[old] = out.get(old, 0) - 1
+                    if new is not None:
+                        out[new] = out.get(new, 0) + 1
+            elif ident[1] < counts[ident[0]][other]:
+                mine[ident] = row  # its counterpart comes later
+            elif row is not None:
+                out[row] = out.get(row, 0) + (-1 if side == 0 else 1)
+        w.done.clear()
+
+    def _out(self, row: tuple, vals: list) -> tuple | None:
+        cap = self.spec.cap
+        if cap is not None:
+            v = vals[cap[0]]
+            if v < cap[1] or v > cap[2]:
+                return None
+        full = row + tuple(vals)
+        if self._output is not None:
+            return tuple(full[i] for i in self._output)
+        return full
+
+    # -- reading ------------------------------------------------------------------------
+    def rows(self) -> Iterator[tuple[tuple, int]]:
+        v0 = self._version
+        for part in list(self._parts.values()):
+            for item in self._part_rows(part):
+                yield item
+                if self._version != v0:
+                    raise ConcurrentModificationError(
+                        "the view was updated while this enumeration was open; take list(view.rows()) first")
+
+    def _part_rows(self, part: _Part) -> Iterator[tuple[tuple, int]]:
+        with localcontext(EXACT):
+            whole = self._whole_values(part) if self._whole else None
+            w = _Walker(self, [0] * self._nfields, [None] * len(self._extremes), 0, [], whole)
+            prev, n = None, 0
+            group: list = []
+            for key, c in part.ol.iter_from(()):
+                if group and key[0] != group[0][0][0]:
+                    w.group(group)
+                    group = []
+                    for ident, vals in w.done:
+                        row = self._out(ident[0][2], vals)
+                        if row is None:
+                            continue
+                        if row == prev:
+                            n += 1
+                            continue
+                        if prev is not None:
+                            yield prev, n
+                        prev, n = row, 1
+                    w.done.clear()
+                    if w.beyond() and not w.pending:
+                        break
+                group.append((key, c))
+            else:
+                if group:
+                    w.group(group)
+                w.finish()
+            for ident, vals in w.done:
+                row = self._out(ident[0][2], vals)
+                if row is None:
+                    continue
+                if row == prev:
+                    n += 1
+                    continue
+                if prev is not None:
+                    yield prev, n
+                prev, n = row, 1
+            if prev is not None:
+                yield prev, n
+
+
+def _merge(present: Iterator[tuple[tuple, int]], gone: list[tuple]) -> Iterator[tuple[tuple, int]]:
+    """The structure's keys from the start, with the keys the batch removed merged in (count 0)."""
+    i = 0
+    for key, c in present:
+        while i < len(gone) and gone[i] < key:
+            yield gone[i], 0
+            i += 1
+        yield key, c
+    while i < len(gone):
+        yield gone[i], 0
+        i += 1
+
+
+class _Walker:
+    """The window values of one side (old or new) of a partition, copy by copy from a start."""
+
+    __slots__ = ("view", "n", "d", "sums", "exts", "hist", "whole", "pending", "done")
+
+    def __init__(self, view: WindowView, prefix: list, exts: list, dense: int, hist: list, whole) -> None:
+        self.view = view
+        self.n = prefix[0]
+        self.sums = list(prefix)
+        self.exts = list(exts)
+        self.d = dense
+        self.hist = deque(hist, maxlen=view._lags or None) if view._lags else None
+        self.whole = whole
+        self.pending: deque = deque()  # copies waiting for LEAD values: [ident, vals, missing]
+        self.done: list = []
+
+    def state(self) -> tuple:
+        """What decides the values of the rows still to come (only what the functions read)."""
+        v = self.view
+        return (self.n if v._uses_n else None, self.d if v._dense else None,
+                tuple(self.sums) if v._uses_sums else None,
+                tuple(self.exts) if v._uses_exts else None,
+                tuple(self.hist) if self.hist is not None else None, self.whole)
+
+    def pending_state(self) -> list:
+        return [(p[0], tuple(p[1])) for p in self.pending]
+
+    def beyond(self) -> bool:
+        """Past the Top-N filter: no later row of this side can be in the view."""
+        cap = self.view.spec.cap
+        if cap is None:
+            return False
+        f = self.view.spec.funcs[cap[0]]
+        return (self.d if f.func == "dense_rank" else self.n) >= cap[2]
+
+    def group(self, elems: list[tuple[tuple, int]]) -> None:
+        """One peer group (rows equal on ORDER BY): ``(key, copies)`` in order."""
+        view = self.view
+        funcs = view.spec.funcs
+        total = sum(c for _, c in elems)
+        if not total:
+            return
+        rank = self.n + 1
+        dense = self.d + 1
+        # the RANGE frame's values: everything up to the end of this peer group
+        gsums = list(self.sums)
+        gexts = list(self.exts)
+        for key, c in elems:
+            if not c:
+                continue
+            row = key[2]
+            gsums[0] += c
+            for a, (fs, fn) in view._sumf.items():
+                x = row[a]
+                if x is not None:
+                    gsums[fs] = gsums[fs] + x * c
+                    gsums[fn] += c
+            for t, a in enumerate(view._ext_args):
+                x = row[a]
+                if x is not None:
+                    gexts[t] = _ext(gexts[t], x, view._extremes[t])
+        hist = self.hist
+        for key, c in elems:
+            row = key[2]
+            for i in range(c):
+                self.n += 1
+                self.sums[0] += 1
+                for a, (fs, fn) in view._sumf.items():
+                    x = row[a]
+                    if x is not None:
+                        self.sums[fs] = self.sums[fs] + x
+                        self.sums[fn] += 1
+                for t, a in enumerate(view._ext_args):
+                    x = row[a]
+                    if x is not None:
+                        self.exts[t] = _ext(self.exts[t], x, view._extremes[t])
+                vals: list = []
+                missing = 0
+                for f in funcs:
+                    fn = f.func
+                    if fn == "row_number":
+                        vals.append(self.n)
+                    elif fn == "rank":
+                        vals.append(rank)
+                    elif fn == "dense_rank":
+                        vals.append(dense)
+                    elif fn == "lag":
+                        if f.offset == 0:
+                            vals.append(row[f.arg])
+                        elif len(hist) >= f.offset:
+                            vals.append(hist[-f.offset][f.arg])
+                        else:
+                            vals.append(f.default)
+                    elif fn == "lead":
+                        if f.offset == 0:
+                            vals.append(row[f.arg])
+                        else:
+                            vals.append(_LEAD)
+                            missing += 1
+                    else:
+                        vals.append(self._aggregate(f, gsums, gexts))
+                entry = [(key, i), vals, missing]
+                if hist is not None:
+                    hist.append(row)
+                if view._leads:
+                    self._feed_leads(row)
+                    self.pending.append(entry)
+                    self._release()
+                else:
+                    self.done.append((entry[0], vals))
+        self.d += 1
+
+    def _aggregate(self, f: WindowFunc, gsums: list, gexts: list) -> Any:
+        view = self.view
+        if f.frame == "partition":
+            sums, exts = self.whole[0], self.whole[1]
+        elif f.frame == "range":
+            sums, exts = gsums, gexts
+        else:
+            sums, exts = self.sums, self.exts
+        fn = f.func
+        if fn in ("min", "max"):
+            v = exts[view._extf[(f.arg, fn == "min")]]
+            return v
+        if f.arg is None:  # COUNT(*)
+            return sums[0]
+        s, n = sums[view._sumf[f.arg][0]], sums[view._sumf[f.arg][1]]
+        if fn == "count":
+            return n
+        if fn == "sum":
+            return s if n else None
+        return _avg(s, n, view.dialect)
+
+    def _feed_leads(self, row: tuple) -> None:
+        """The copy just read supplies LEAD(x, k) to the copy k positions before it."""
+        funcs = self.view.spec.funcs
+        pending = self.pending
+        m = len(pending)
+        for j, f in enumerate(funcs):
+            if f.func != "lead" or f.offset == 0:
+                continue
+            back = f.offset  # this copy is the pending one ``offset`` back (after it is appended: +1)
+            if m - back >= 0 and back <= m:
+                entry = pending[m - back]
+                if entry[1][j] is _LEAD:
+                    entry[1][j] = row[f.arg]
+                    entry[2] -= 1
+
+    def _release(self) -> None:
+        pending = self.pending
+        while pending and pending[0][2] == 0:
+            entry = pending.popleft()
+            self.done.append((entry[0], entry[1]))
+
+    def finish(self) -> None:
+        """The end of the partition: LEADs past it take their default."""
+        funcs = self.view.spec.funcs
+        for entry in self.pending:
+            for j, f in enumerate(funcs):
+                if entry[1][j] is _LEAD:
+                    entry[1][j] = f.default
+            entry[2] = 0
+        self._release()
+
+
+_LEAD = object()  # a LEAD value not known yet
+
+
+def _ext(a: Any, b: Any, lowest: bool) -> Any:
+    if a is None:
+        return b
+    return (b if b < a else a) if lowest else (b if b > a else a)
+
+
+def _avg(total: Any, n: int, dialect: str) -> Any:
+    """AVG as the database returns it: DOUBLE in DuckDB; in PostgreSQL a numeric for integer and
+    numeric input (its numeric division), a double for floats."""
+    if not n:
+        return None
+    if dialect == "postgres" and isinstance(total, (int, Decimal)) and not isinstance(total, bool):
+        return numeric_avg(Decimal(total), n)
+    if isinstance(total, int):
+        return total / n
+    return float(total) / n
