@@ -14,12 +14,11 @@ import datetime
 from dataclasses import dataclass
 from decimal import Decimal
 
-import sqlglot
 from sqlglot import exp
-from sqlglot.errors import SqlglotError
 
-from ..errors import SQLError
+from ..errors import IVMError, SQLError
 from .literals import NOT_CONST, constant, position, strip_parens, unsupported
+from .parse import parse_select
 
 #: Largest constant input built (rows): a set-returning function this big is a table, not a constant.
 MAX_ROWS = 1_000_000
@@ -41,11 +40,9 @@ def constant_inputs(sql: str, dialect: str) -> tuple[str, list[ConstantTable]]:
     """``sql`` with its constant inputs replaced by ``__const_<n>`` tables, and those tables;
     ``(sql, [])`` when there are none (or when ``sql`` does not parse: the caller reports that)."""
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
-    except SqlglotError:
-        return sql, []
-    if tree is None or not isinstance(tree, exp.Query):
-        return sql, []
+        tree = parse_select(sql, dialect)
+    except IVMError:
+        return sql, []  # the definition's own translation reports what is wrong with it
     found: list[ConstantTable] = []
     for select in list(tree.find_all(exp.Select)):
         _rewrite(select, found, dialect)
