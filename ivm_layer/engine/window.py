@@ -22,6 +22,7 @@ output row is stored: :meth:`rows` walks the partitions (constant delay per row)
 from __future__ import annotations
 
 from collections import deque
+from contextlib import nullcontext
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal, localcontext
 from typing import Any
@@ -236,7 +237,7 @@ class WindowView(CompositeView):
         self._version += 1
         change = self.inner.commit(prepared.steps, want_change=True) or ()
         out: dict[tuple, int] = {}
-        with localcontext(EXACT):
+        with localcontext(EXACT) if self._sumf else _NO_CONTEXT:  # exact DECIMAL sums
             by_part: dict[tuple, dict] = {}
             part_of = self.spec.partition
             for row, k in change:
@@ -403,7 +404,7 @@ class WindowView(CompositeView):
                         "the view was updated while this enumeration was open; take list(view.rows()) first")
 
     def _part_rows(self, part: _Part) -> Iterator[tuple[tuple, int]]:
-        with localcontext(EXACT):
+        with localcontext(EXACT) if self._sumf else _NO_CONTEXT:
             whole = self._whole_values(part) if self._whole else None
             w = _Walker(self, [0] * self._nfields, [None] * len(self._extremes), 0, [], whole)
             prev, n = None, 0
@@ -623,6 +624,7 @@ class _Walker:
 
 
 _LEAD = object()  # a LEAD value not known yet
+_NO_CONTEXT = nullcontext()
 
 
 def _ext(a: Any, b: Any, lowest: bool) -> Any:
