@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ..engine.view import View
-from ..errors import IVMError, SQLError
+from ..errors import IVMError
 from .router import split
 
 
@@ -222,20 +222,3 @@ def dedupe_names(names: list[str]) -> list[str]:
         out.append(cand)
     return out
 
-
-def named_columns(name: str, listed: list[str] | None, described: list[str]) -> list[str]:
-    """The columns of ``CREATE … VIEW name (listed…) AS query``: as in PostgreSQL, the list names
-    the first columns and the query's own names (``described``) keep the rest; a longer list
-    is an error, and so is a name given twice."""
-    if not listed:
-        return list(described)
-    if len(listed) > len(described):
-        raise SQLError(f"view {name!r} names {len(listed)} columns but its query has only "
-                       f"{len(described)}: CREATE VIEW specifies more column names than columns")
-    out = list(listed) + list(described[len(listed):])
-    seen: set[str] = set()
-    for c in out:
-        if c.lower() in seen:
-            raise SQLError(f"view {name!r}: column {c!r} is named more than once (name it in the column list)")
-        seen.add(c.lower())
-    return out

@@ -23,8 +23,8 @@ from ...errors import IVMError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
 from ...sql.constants import constant_inputs
-from ...sql.statements import CreateIncrementalView, classify
-from ..core import ViewStateBase, dedupe_names, named_columns
+from ...sql.statements import CreateIncrementalView, classify, named_columns
+from ..core import ViewStateBase, dedupe_names
 from . import reads
 from .tables import arrow_type, bulk_insert
 

@@ -12,8 +12,8 @@ from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
 from ...sql.constants import constant_inputs
-from ...sql.statements import CreateIncrementalView
-from ..core import dedupe_names, named_columns
+from ...sql.statements import CreateIncrementalView, named_columns
+from ..core import dedupe_names
 from .served import ServedTable
 from .state import UNIT_COLUMN, PgContext, PgView, slot_name
 
