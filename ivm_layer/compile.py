@@ -45,6 +45,10 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
     if not (static or params or placeholders or ranges):
         return _build(translate_definition(sql, schema, dialect=dialect), sql)
+    if not isinstance(translate_definition(rewritten, schema, dialect=dialect), GCQ):
+        raise IVMError("static tables and parameters are supported for select–project–join views only (not "
+                       "yet with outer joins, set operations, subquery conditions, FROM subqueries, window "
+                       "functions or ORDER BY … LIMIT)")
     gcq = translate_select(rewritten, schema, dialect=dialect)
     if gcq.aggregate is not None:
         raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")

@@ -196,7 +196,9 @@ class _Builder:
         inner = sel.copy()
         for key in _DROP:
             inner.set(key, None)
-        inner.set("expressions", [exp.alias_(e, f"__h{i}", quoted=True) for i, e in enumerate(self.items)])
+        # named by their SQL (EXPLAIN shows what the windows read); positions are what count
+        inner.set("expressions", [exp.alias_(e, _label(e, i, self.dialect), quoted=True)
+                                  for i, e in enumerate(self.items)])
         inner_def = self.translate(inner, self.tables, self.dialect)
         if len(definition_columns(inner_def)) != len(self.items):
             raise IVMError("internal: the inner query of a window view has an unexpected width")
@@ -233,6 +235,11 @@ class _Builder:
             table = _aliases(tree)[a]
             return [(c, exp.column(c, a)) for c in self.tables[table]]
         return [(n, _sql_of(e)) for n, e in visible(tree, self.tables, self.dialect)]
+
+
+def _label(e: exp.Expression, i: int, dialect: str) -> str:
+    text = user_text(e, 60)
+    return text if text and not text.startswith("__") else f"__h{i}"
 
 
 def _aliases(tree) -> dict[str, str]:
