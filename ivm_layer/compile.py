@@ -114,6 +114,17 @@ def _with_constants(sql: str, rewritten: str, constants: list, schema: dict, dia
         full[t.name] = dict(zip(t.columns, t.types))
     names = [t.name for t in constants]
     static = [static] if isinstance(static, str) else list(static)
+    try:
+        inner = _compile_with(sql, rewritten, full, dialect, static, params, names)
+    except IVMError as e:  # speak of what the user wrote, not of the constant tables
+        text = str(e)
+        for t in constants:
+            text = text.replace(f" FROM {t.name}", "") if t.columns == ["__unit"] else text.replace(t.name, t.text)
+        raise type(e)(text) from None
+    return ConstantInputs(inner, constants, sql)
+
+
+def _compile_with(sql: str, rewritten: str, full: dict, dialect: str, static: list, params, names: list):
     if static or params:
         inner = compile_view(rewritten, full, dialect, static=[*static, *names], params=params)
     else:
@@ -122,7 +133,7 @@ def _with_constants(sql: str, rewritten: str, constants: list, schema: dict, dia
             inner = _static_view(d, sql, _static_names(names, full))  # 003: constants are static tables
         else:
             inner = _build(d, sql)
-    return ConstantInputs(inner, constants, sql)
+    return inner
 
 
 def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:
