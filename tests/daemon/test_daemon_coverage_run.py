@@ -47,6 +47,7 @@ def _check(url: str) -> None:
 
 
 @pytest.mark.spark
+@pytest.mark.slow  # two Spark starts (~5 min on 2 cores); the engine side is in test_daemon_coverage.py
 def test_issue30_views_through_the_daemon(pg_url, tmp_path):
     with psycopg.connect(pg_url, autocommit=True) as c:
         c.execute("CREATE TABLE a (k int, v int); CREATE TABLE b (k int, j int); CREATE TABLE c (j int, w int)")
