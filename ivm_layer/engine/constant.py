@@ -56,7 +56,7 @@ class ConstantInputs(CompositeView):
         return self.inner.query_class
 
     def explain(self) -> str:
-        lines = [f"constant inputs (loaded once, never updated, no cost per update): "
+        lines = ["constant inputs (loaded once, never updated, no cost per update): "
                  + "; ".join(f"{t.name} = {t.text} ({len(t.rows)} rows)" for t in self.constants)]
         lines.extend(self.inner.explain().splitlines())
         return "\n".join(lines)

@@ -21,7 +21,6 @@ output row is stored: :meth:`rows` walks the partitions (constant delay per row)
 
 from __future__ import annotations
 
-from collections import deque
 from contextlib import nullcontext
 from collections.abc import Callable, Iterator, Mapping
 from decimal import Decimal, localcontext
@@ -30,12 +29,13 @@ from typing import Any
 from sortedcontainers import SortedList
 
 from ..errors import ConcurrentModificationError, UpdateError
-from ..query import RANKING, WindowFunc, WindowSpec
+from ..query import RANKING, WindowSpec
 from .composite import CompositeView
-from .exact import EXACT, numeric_avg
+from .exact import EXACT
 from .orderstat import OrderStatList
 from .values import SqlNaN
 from .view import Change, Prepared, combined_stats
+from .windowwalk import Walker, diff_walk
 
 # -- sort keys ---------------------------------------------------------------------------------
 class _Desc:
@@ -138,26 +138,26 @@ class WindowView(CompositeView):
             [full[i] for i in output] if output is not None else full
         self._enc = [(p, _order_encoder(d, nf)) for p, d, nf in spec.order]
         # additive fields: 0 = multiplicity; per aggregate argument a: (sum, non-NULL count)
-        self._sumf: dict[int, tuple[int, int]] = {}
-        self._extf: dict[tuple[int, bool], int] = {}
+        self.sumf: dict[int, tuple[int, int]] = {}
+        self.extf: dict[tuple[int, bool], int] = {}
         for f in spec.funcs:
-            if f.func in ("sum", "avg", "count") and f.arg is not None and f.arg not in self._sumf:
-                self._sumf[f.arg] = (1 + 2 * len(self._sumf), 2 + 2 * len(self._sumf))
-            if f.func in ("min", "max") and (f.arg, f.func == "min") not in self._extf:
-                self._extf[(f.arg, f.func == "min")] = len(self._extf)
-        self._nfields = 1 + 2 * len(self._sumf)
-        self._extremes = tuple(lowest for (_a, lowest) in self._extf)
-        self._ext_args = [a for (a, _l) in self._extf]
-        self._dense = any(f.func == "dense_rank" for f in spec.funcs)
-        self._lags = max([f.offset for f in spec.funcs if f.func == "lag"], default=0)
-        self._leads = max([f.offset for f in spec.funcs if f.func == "lead"], default=0)
-        self._whole = any(f.frame == "partition" and f.func not in RANKING + ("lag", "lead") for f in spec.funcs)
+            if f.func in ("sum", "avg", "count") and f.arg is not None and f.arg not in self.sumf:
+                self.sumf[f.arg] = (1 + 2 * len(self.sumf), 2 + 2 * len(self.sumf))
+            if f.func in ("min", "max") and (f.arg, f.func == "min") not in self.extf:
+                self.extf[(f.arg, f.func == "min")] = len(self.extf)
+        self.nfields = 1 + 2 * len(self.sumf)
+        self.extremes = tuple(lowest for (_a, lowest) in self.extf)
+        self.ext_args = [a for (a, _l) in self.extf]
+        self.dense = any(f.func == "dense_rank" for f in spec.funcs)
+        self.lags = max([f.offset for f in spec.funcs if f.func == "lag"], default=0)
+        self.leads = max([f.offset for f in spec.funcs if f.func == "lead"], default=0)
+        self.whole = any(f.frame == "partition" and f.func not in RANKING + ("lag", "lead") for f in spec.funcs)
         # what the walk's running state must compare to know that old and new values agree
         cap_f = spec.funcs[spec.cap[0]].func if spec.cap is not None else None
-        self._uses_n = any(f.func in ("row_number", "rank") for f in spec.funcs) or cap_f in ("row_number", "rank")
+        self.uses_n = any(f.func in ("row_number", "rank") for f in spec.funcs) or cap_f in ("row_number", "rank")
         running = [f for f in spec.funcs if f.func in ("sum", "count", "avg", "min", "max") and f.frame != "partition"]
-        self._uses_sums = any(f.func != "min" and f.func != "max" for f in running)
-        self._uses_exts = any(f.func in ("min", "max") for f in running)
+        self.uses_sums = any(f.func != "min" and f.func != "max" for f in running)
+        self.uses_exts = any(f.func in ("min", "max") for f in running)
         self._parts: dict[tuple, _Part] = {}
         self._total = 0
         self._version = 0
@@ -221,7 +221,7 @@ class WindowView(CompositeView):
 
     def _deltas(self, row: tuple, d: int) -> tuple:
         out = [d]
-        for a in self._sumf:
+        for a in self.sumf:
             x = row[a]
             out += [0, 0] if x is None else [x * d, d]
         return tuple(out)
@@ -237,7 +237,7 @@ class WindowView(CompositeView):
         self._version += 1
         change = self.inner.commit(prepared.steps, want_change=True) or ()
         out: dict[tuple, int] = {}
-        with localcontext(EXACT) if self._sumf else _NO_CONTEXT:  # exact DECIMAL sums
+        with localcontext(EXACT) if self.sumf else _NO_CONTEXT:  # exact DECIMAL sums
             by_part: dict[tuple, dict] = {}
             part_of = self.spec.partition
             for row, k in change:
@@ -259,11 +259,11 @@ class WindowView(CompositeView):
     def _update(self, pk: tuple, changes: dict, out: dict) -> None:
         part = self._parts.get(pk)
         if part is None:
-            part = self._parts[pk] = _Part(self._nfields, self._extremes, self._dense)
+            part = self._parts[pk] = _Part(self.nfields, self.extremes, self.dense)
         ol = part.ol
-        old_whole = self._whole_values(part) if self._whole else None
+        old_whole = self._whole_values(part) if self.whole else None
         for key, d in changes.items():
-            ol.add(key, self._deltas(key[2], d), tuple(key[2][a] for a in self._ext_args))
+            ol.add(key, self._deltas(key[2], d), tuple(key[2][a] for a in self.ext_args))
             if part.peers is not None:
                 okey = key[0]
                 n = part.peer_counts.get(okey, 0) + d
@@ -274,115 +274,17 @@ class WindowView(CompositeView):
                 else:
                     del part.peer_counts[okey]
                     part.peers.remove(okey)
-        new_whole = self._whole_values(part) if self._whole else None
-        self._walk(part, changes, old_whole, new_whole, out)
+        new_whole = self._whole_values(part) if self.whole else None
+        diff_walk(self, part, changes, old_whole, new_whole, out)
         if not ol.total:
             del self._parts[pk]
 
     def _whole_values(self, part: _Part) -> tuple:
         ol = part.ol
-        return (tuple(ol.totals), tuple(ol.extreme_before(_END, t) for t in range(len(self._extremes))))
+        return (tuple(ol.totals), tuple(ol.extreme_before(_END, t) for t in range(len(self.extremes))))
 
-    # -- the walk -----------------------------------------------------------------------
-    def _start(self, part: _Part, first: tuple, whole_changed: bool) -> tuple:
-        """The sentinel key where the walk starts: the first row of the peer group of the first
-        change, moved back over LEAD's offset; the partition's start when a whole-partition
-        aggregate changed."""
-        if whole_changed:
-            return ()
-        start = (first[0],)
-        if self._leads:
-            need, at = self._leads, None
-            for key, c in part.ol.iter_before(start):
-                need -= c
-                at = key
-                if need <= 0:
-                    break
-            if at is not None:
-                start = (at[0],)
-        return start
-
-    def _walk(self, part: _Part, changes: dict, old_whole, new_whole, out: dict) -> None:
-        ol = part.ol
-        whole_changed = old_whole != new_whole
-        start = self._start(part, min(changes), whole_changed)
-        last = max(changes)
-        prefix = ol.before(start) if start else [0] * self._nfields
-        exts = [ol.extreme_before(start, t) for t in range(len(self._extremes))] if start else \
-            [None] * len(self._extremes)
-        dense = part.peers.bisect_left(start[0]) if (self._dense and start) else 0
-        hist: list[tuple] = []
-        if self._lags:
-            for key, c in ol.iter_before(start) if start else ():
-                hist.extend([key[2]] * min(c, self._lags - len(hist)))
-                if len(hist) >= self._lags:
-                    break
-            hist.reverse()
-        walkers = (_Walker(self, prefix, exts, dense, hist, old_whole),
-                   _Walker(self, prefix, exts, dense, hist, new_whole))
-        waiting: tuple[dict, dict] = ({}, {})
-        counts: dict[tuple, tuple[int, int]] = {}
-        gone = sorted(k for k in changes if not ol.count(k))
-        stream = _merge(ol.iter_from(start) if start else ol.iter_from(()), gone)
-        group: list = []
-        group_okey = None
-        done = False
-        if all(w.beyond() for w in walkers):
-            return
-        for key, c_new in stream:
-            if group and key[0] != group_okey:
-                done = self._step(walkers, group, counts, waiting, out, key_past=group[-1][0] >= last)
-                group = []
-                if done:
-                    break
-            group_okey = key[0]
-            c_old = c_new - changes.get(key, 0)
-            counts[key] = (c_old, c_new)
-            group.append((key, c_old, c_new))
-        if not done:
-            if group:
-                self._step(walkers, group, counts, waiting, out, key_past=True)
-            for side, w in enumerate(walkers):
-                w.finish()
-                self._match(side, w, counts, waiting, out)
-        for side in (0, 1):  # records whose counterpart never came (cannot happen once matched)
-            for ident, row in waiting[side].items():
-                if row is not None:
-                    out[row] = out.get(row, 0) + (-1 if side == 0 else 1)
-
-    def _step(self, walkers, group, counts, waiting, out, key_past: bool) -> bool:
-        for side, w in enumerate(walkers):
-            w.group([(key, c_new if side else c_old) for key, c_old, c_new in group])
-            self._match(side, w, counts, waiting, out)
-        wo, wn = walkers
-        if waiting[0] or waiting[1]:
-            return False
-        if wo.pending_state() != wn.pending_state():
-            return False
-        if wo.beyond() and wn.beyond():
-            return True
-        return key_past and wo.state() == wn.state()
-
-    def _match(self, side: int, w: "_Walker", counts, waiting, out: dict) -> None:
-        other = 1 - side
-        mine, theirs = waiting[side], waiting[other]
-        for ident, vals in w.done:
-            row = self._out(ident[0][2], vals)
-            if ident in theirs:
-                orow = theirs.pop(ident)
-                old, new = (row, orow) if side == 0 else (orow, row)
-                if old != new:
-                    if old is not None:
-                        out[old] = out.get(old, 0) - 1
-                    if new is not None:
-                        out[new] = out.get(new, 0) + 1
-            elif ident[1] < counts[ident[0]][other]:
-                mine[ident] = row  # its counterpart comes later
-            elif row is not None:
-                out[row] = out.get(row, 0) + (-1 if side == 0 else 1)
-        w.done.clear()
-
-    def _out(self, row: tuple, vals: list) -> tuple | None:
+    def output_row(self, row: tuple, vals: list) -> tuple | None:
+        """The view's row for an input row and its window values; None when a Top-N bound drops it."""
         cap = self.spec.cap
         if cap is not None:
             v = vals[cap[0]]
@@ -404,9 +306,9 @@ class WindowView(CompositeView):
                         "the view was updated while this enumeration was open; take list(view.rows()) first")
 
     def _part_rows(self, part: _Part) -> Iterator[tuple[tuple, int]]:
-        with localcontext(EXACT) if self._sumf else _NO_CONTEXT:
-            whole = self._whole_values(part) if self._whole else None
-            w = _Walker(self, [0] * self._nfields, [None] * len(self._extremes), 0, [], whole)
+        with localcontext(EXACT) if self.sumf else _NO_CONTEXT:
+            whole = self._whole_values(part) if self.whole else None
+            w = Walker(self, [0] * self.nfields, [None] * len(self.extremes), 0, [], whole)
             prev, n = None, 0
             group: list = []
             for key, c in part.ol.iter_from(()):
@@ -414,7 +316,7 @@ class WindowView(CompositeView):
                     w.group(group)
                     group = []
                     for ident, vals in w.done:
-                        row = self._out(ident[0][2], vals)
+                        row = self.output_row(ident[0][2], vals)
                         if row is None:
                             continue
                         if row == prev:
@@ -432,7 +334,7 @@ class WindowView(CompositeView):
                     w.group(group)
                 w.finish()
             for ident, vals in w.done:
-                row = self._out(ident[0][2], vals)
+                row = self.output_row(ident[0][2], vals)
                 if row is None:
                     continue
                 if row == prev:
@@ -445,201 +347,4 @@ class WindowView(CompositeView):
                 yield prev, n
 
 
-def _merge(present: Iterator[tuple[tuple, int]], gone: list[tuple]) -> Iterator[tuple[tuple, int]]:
-    """The structure's keys from the start, with the keys the batch removed merged in (count 0)."""
-    i = 0
-    for key, c in present:
-        while i < len(gone) and gone[i] < key:
-            yield gone[i], 0
-            i += 1
-        yield key, c
-    while i < len(gone):
-        yield gone[i], 0
-        i += 1
-
-
-class _Walker:
-    """The window values of one side (old or new) of a partition, copy by copy from a start."""
-
-    __slots__ = ("view", "n", "d", "sums", "exts", "hist", "whole", "pending", "done")
-
-    def __init__(self, view: WindowView, prefix: list, exts: list, dense: int, hist: list, whole) -> None:
-        self.view = view
-        self.n = prefix[0]
-        self.sums = list(prefix)
-        self.exts = list(exts)
-        self.d = dense
-        self.hist = deque(hist, maxlen=view._lags or None) if view._lags else None
-        self.whole = whole
-        self.pending: deque = deque()  # copies waiting for LEAD values: [ident, vals, missing]
-        self.done: list = []
-
-    def state(self) -> tuple:
-        """What decides the values of the rows still to come (only what the functions read)."""
-        v = self.view
-        return (self.n if v._uses_n else None, self.d if v._dense else None,
-                tuple(self.sums) if v._uses_sums else None,
-                tuple(self.exts) if v._uses_exts else None,
-                tuple(self.hist) if self.hist is not None else None, self.whole)
-
-    def pending_state(self) -> list:
-        return [(p[0], tuple(p[1])) for p in self.pending]
-
-    def beyond(self) -> bool:
-        """Past the Top-N filter: no later row of this side can be in the view."""
-        cap = self.view.spec.cap
-        if cap is None:
-            return False
-        f = self.view.spec.funcs[cap[0]]
-        return (self.d if f.func == "dense_rank" else self.n) >= cap[2]
-
-    def group(self, elems: list[tuple[tuple, int]]) -> None:
-        """One peer group (rows equal on ORDER BY): ``(key, copies)`` in order."""
-        view = self.view
-        funcs = view.spec.funcs
-        total = sum(c for _, c in elems)
-        if not total:
-            return
-        rank = self.n + 1
-        dense = self.d + 1
-        # the RANGE frame's values: everything up to the end of this peer group
-        gsums = list(self.sums)
-        gexts = list(self.exts)
-        for key, c in elems:
-            if not c:
-                continue
-            row = key[2]
-            gsums[0] += c
-            for a, (fs, fn) in view._sumf.items():
-                x = row[a]
-                if x is not None:
-                    gsums[fs] = gsums[fs] + x * c
-                    gsums[fn] += c
-            for t, a in enumerate(view._ext_args):
-                x = row[a]
-                if x is not None:
-                    gexts[t] = _ext(gexts[t], x, view._extremes[t])
-        hist = self.hist
-        for key, c in elems:
-            row = key[2]
-            for i in range(c):
-                self.n += 1
-                self.sums[0] += 1
-                for a, (fs, fn) in view._sumf.items():
-                    x = row[a]
-                    if x is not None:
-                        self.sums[fs] = self.sums[fs] + x
-                        self.sums[fn] += 1
-                for t, a in enumerate(view._ext_args):
-                    x = row[a]
-                    if x is not None:
-                        self.exts[t] = _ext(self.exts[t], x, view._extremes[t])
-                vals: list = []
-                missing = 0
-                for f in funcs:
-                    fn = f.func
-                    if fn == "row_number":
-                        vals.append(self.n)
-                    elif fn == "rank":
-                        vals.append(rank)
-                    elif fn == "dense_rank":
-                        vals.append(dense)
-                    elif fn == "lag":
-                        if f.offset == 0:
-                            vals.append(row[f.arg])
-                        elif len(hist) >= f.offset:
-                            vals.append(hist[-f.offset][f.arg])
-                        else:
-                            vals.append(f.default)
-                    elif fn == "lead":
-                        if f.offset == 0:
-                            vals.append(row[f.arg])
-                        else:
-                            vals.append(_LEAD)
-                            missing += 1
-                    else:
-                        vals.append(self._aggregate(f, gsums, gexts))
-                entry = [(key, i), vals, missing]
-                if hist is not None:
-                    hist.append(row)
-                if view._leads:
-                    self._feed_leads(row)
-                    self.pending.append(entry)
-                    self._release()
-                else:
-                    self.done.append((entry[0], vals))
-        self.d += 1
-
-    def _aggregate(self, f: WindowFunc, gsums: list, gexts: list) -> Any:
-        view = self.view
-        if f.frame == "partition":
-            sums, exts = self.whole[0], self.whole[1]
-        elif f.frame == "range":
-            sums, exts = gsums, gexts
-        else:
-            sums, exts = self.sums, self.exts
-        fn = f.func
-        if fn in ("min", "max"):
-            v = exts[view._extf[(f.arg, fn == "min")]]
-            return v
-        if f.arg is None:  # COUNT(*)
-            return sums[0]
-        s, n = sums[view._sumf[f.arg][0]], sums[view._sumf[f.arg][1]]
-        if fn == "count":
-            return n
-        if fn == "sum":
-            return s if n else None
-        return _avg(s, n, view.dialect)
-
-    def _feed_leads(self, row: tuple) -> None:
-        """The copy just read supplies LEAD(x, k) to the copy k positions before it."""
-        funcs = self.view.spec.funcs
-        pending = self.pending
-        m = len(pending)
-        for j, f in enumerate(funcs):
-            if f.func != "lead" or f.offset == 0:
-                continue
-            back = f.offset  # this copy is the pending one ``offset`` back (after it is appended: +1)
-            if m - back >= 0 and back <= m:
-                entry = pending[m - back]
-                if entry[1][j] is _LEAD:
-                    entry[1][j] = row[f.arg]
-                    entry[2] -= 1
-
-    def _release(self) -> None:
-        pending = self.pending
-        while pending and pending[0][2] == 0:
-            entry = pending.popleft()
-            self.done.append((entry[0], entry[1]))
-
-    def finish(self) -> None:
-        """The end of the partition: LEADs past it take their default."""
-        funcs = self.view.spec.funcs
-        for entry in self.pending:
-            for j, f in enumerate(funcs):
-                if entry[1][j] is _LEAD:
-                    entry[1][j] = f.default
-            entry[2] = 0
-        self._release()
-
-
-_LEAD = object()  # a LEAD value not known yet
 _NO_CONTEXT = nullcontext()
-
-
-def _ext(a: Any, b: Any, lowest: bool) -> Any:
-    if a is None:
-        return b
-    return (b if b < a else a) if lowest else (b if b > a else a)
-
-
-def _avg(total: Any, n: int, dialect: str) -> Any:
-    """AVG as the database returns it: DOUBLE in DuckDB; in PostgreSQL a numeric for integer and
-    numeric input (its numeric division), a double for floats."""
-    if not n:
-        return None
-    if dialect == "postgres" and isinstance(total, (int, Decimal)) and not isinstance(total, bool):
-        return numeric_avg(Decimal(total), n)
-    if isinstance(total, int):
-        return total / n
-    return float(total) / n

@@ -342,7 +342,6 @@ class JoinTreeTranslator:
         """An inner-join subtree as a select–project–join definition of the variables the query
         reads (at least one column, so that its rows are counted)."""
         members = leaves(group)
-        names = {x.alias for x in members}
         vars_ = [f"{x.alias}.{c}" for x in members for c in self.tables[x.table] if f"{x.alias}.{c}" in self.used]
         if not vars_:
             first = members[0]

@@ -99,7 +99,7 @@ class _Builder:
         order = w.args.get("order") or (base.args.get("order") if base is not None else None)
         spec = w.args.get("spec") or (base.args.get("spec") if base is not None else None)
         fn = w.this
-        if isinstance(fn, exp.Filter) or isinstance(fn, exp.IgnoreNulls) or isinstance(fn, exp.RespectNulls):
+        if isinstance(fn, (exp.Filter, exp.IgnoreNulls, exp.RespectNulls)):
             raise unsupported("FILTER / IGNORE NULLS in a window function", w)
         name = _FUNCS.get(type(fn))
         if name is None:
