@@ -1,0 +1,67 @@
+"""Warnings and notices printed the way psql prints the server's: ``WARNING:  text`` and
+``NOTICE:  text`` lines on standard error, never a Python warning with a file path and a
+source line.
+
+:func:`install` routes Python ``warnings`` (the layer's ``UserWarning`` s: a view rebuilt from
+a fresh snapshot, a replication slot lagging, a catalog row that failed its checks), the
+``ivm_layer``/``ivm`` loggers' warnings, and the server notices of a psycopg connection
+(:meth:`Notices.watch_connection`) through one printer that prints each distinct text once.
+"""
+
+from __future__ import annotations
+
+import logging
+import warnings
+from typing import IO
+
+from .redact import mask
+
+
+class Notices:
+    """The printer; see the module docstring."""
+
+    def __init__(self, err: IO[str]):
+        self.err = err
+        self._seen: set[str] = set()
+        self._watched: object | None = None
+
+    def emit(self, severity: str, text: str) -> None:
+        text = mask(" ".join(str(text).split()) if "\n" not in str(text) else str(text).rstrip())
+        key = f"{severity}:{text}"
+        if key in self._seen:
+            return
+        self._seen.add(key)
+        self.err.write(f"{severity}:  {text}\n")
+        self.err.flush()
+
+    def _showwarning(self, message, category, filename, lineno, file=None, line=None) -> None:
+        self.emit("WARNING", str(message))
+
+    def install(self) -> None:
+        """Take over ``warnings.showwarning`` and the layer's loggers for this process."""
+        warnings.showwarning = self._showwarning
+        handler = _Handler(self)
+        for name in ("ivm_layer", "ivm"):
+            logger = logging.getLogger(name)
+            logger.addHandler(handler)
+            logger.propagate = False
+            if logger.level == logging.NOTSET:
+                logger.setLevel(logging.WARNING)
+
+    def watch_connection(self, conn) -> None:
+        """Print the server notices of psycopg connection ``conn`` (once per connection)."""
+        if conn is None or conn is self._watched:
+            return
+        self._watched = conn
+        conn.add_notice_handler(lambda diag: self.emit(diag.severity or "NOTICE",
+                                                       diag.message_primary or ""))
+
+
+class _Handler(logging.Handler):
+    def __init__(self, notices: Notices):
+        super().__init__(logging.WARNING)
+        self.notices = notices
+
+    def emit(self, record: logging.LogRecord) -> None:
+        severity = "WARNING" if record.levelno < logging.ERROR else "ERROR"
+        self.notices.emit(severity, record.getMessage())
