@@ -6,7 +6,8 @@ connection only when ``--client`` is given, or to see whether the server is ``iv
 (:mod:`.client`), which costs one connection start.
 
 Exit statuses follow psql: 0; 1 when a ``-c`` command failed (it stops at its first error)
-or on a fatal error of the shell (a missing ``-f`` file); 2 when the connection failed; 3
+or on a fatal error of the shell (a missing ``-f`` file, arguments it cannot use); 2 when the
+connection failed; 3
 when a script stopped at an error under ``ON_ERROR_STOP``; 130 when interrupted.
 """
 
@@ -27,6 +28,11 @@ from .runner import Runner, database_errors
 from .variables import Variables, VariableError
 
 EXIT_OK, EXIT_FAILURE, EXIT_BADCONN, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+
+
+class UsageError(ShellError):
+    """The command line asks for something the shell cannot do (exit status 1, as psql)."""
+
 _MEMORY = (None, "duckdb://", "duckdb:///", "duckdb:///:memory:", ":memory:")
 FORMS = ("nothing (an in-memory DuckDB), a DuckDB file (app.duckdb, app.db, duckdb:///path/app.duckdb), "
          "or a PostgreSQL URL or conninfo string (postgresql://user@host:5432/db, 'host=… dbname=…')")
@@ -41,7 +47,7 @@ def _check_target(url: str | None) -> bool:
         return True
     if url in _MEMORY or url.startswith("duckdb://") or ("://" not in url and url.endswith((".duckdb", ".db"))):
         return False
-    raise ShellError(f"{url!r} is not a database the shell can open; give {FORMS}")
+    raise UsageError(f"{url!r} is not a database the shell can open; give {FORMS}")
 
 
 def _connect(url: str | None, args) -> tuple[object, str]:
@@ -57,7 +63,7 @@ def _connect(url: str | None, args) -> tuple[object, str]:
     if not postgres:
         if options or args.client:
             given = [*("--" + k.replace("_", "-") for k in options), *(["--client"] if args.client else [])]
-            raise ShellError(f"{', '.join(given)}: only for PostgreSQL URLs")
+            raise UsageError(f"{', '.join(given)}: only for PostgreSQL URLs")
         import ivm_layer
 
         return ivm_layer.connect(url, **options), "an embedded DuckDB session"
@@ -67,7 +73,7 @@ def _connect(url: str | None, args) -> tuple[object, str]:
         conn = open_connection(url)
         if args.client or server_ivm_version(conn):
             if options:
-                raise ShellError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: "
+                raise UsageError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: "
                                  "not for a client (the server keeps the views)")
             client = ClientSession(conn, url)
             return client, client.mode
@@ -146,7 +152,7 @@ def main(argv: list[str]) -> int:
         if not isinstance(e, IVMError):  # the layer's own messages already name the database
             message = f"cannot connect to {where}: {message}"
         print(f"ivm shell: error: {message}", file=sys.stderr)
-        return EXIT_BADCONN
+        return EXIT_FAILURE if isinstance(e, UsageError) else EXIT_BADCONN
     runner = Runner(session, display, interactive=interactive, variables=variables, mode=mode,
                     database=_database_name(session))
     runner.notices = notices

@@ -6,15 +6,24 @@ source line.
 a fresh snapshot, a replication slot lagging, a catalog row that failed its checks), the
 ``ivm_layer``/``ivm`` loggers' warnings, and the server notices of a psycopg connection
 (:meth:`Notices.watch_connection`) through one printer that prints each distinct text once.
+
+A PostgreSQL session also runs its own bookkeeping on the user's connection (the TEMP tables
+that serve views); the notices those statements cause (``schema "pg_temp" does not exist,
+skipping``) are not the user's and are left out (:data:`BOOKKEEPING`).
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import warnings
 from typing import IO
 
 from .redact import mask
+
+
+#: notices caused by a PostgreSQL session's own statements on the user's connection
+BOOKKEEPING = re.compile(r'(?:schema "pg_temp"|table "_ivm_\w+") does not exist, skipping')
 
 
 class Notices:
@@ -53,8 +62,13 @@ class Notices:
         if conn is None or conn is self._watched:
             return
         self._watched = conn
-        conn.add_notice_handler(lambda diag: self.emit(diag.severity or "NOTICE",
-                                                       diag.message_primary or ""))
+        def handler(diag) -> None:
+            text = diag.message_primary or ""
+            if diag.severity_nonlocalized == "NOTICE" and BOOKKEEPING.fullmatch(text):
+                return
+            self.emit(diag.severity or "NOTICE", text)
+
+        conn.add_notice_handler(handler)
 
 
 class _Handler(logging.Handler):

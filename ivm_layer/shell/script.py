@@ -40,27 +40,26 @@ class Item:
     number: int      # 1-based position among the input's items
 
 
-_ID_START = r"A-Za-z_\u0080-\U0010ffff"
-_ID_CHAR = r"A-Za-z_0-9\u0080-\U0010ffff"
-_TOKEN = re.compile(rf"""
+# identifiers: a letter or '_' then letters, digits, '_' (and '$' after the first), Unicode too
+_TOKEN = re.compile(r"""
     (?P<space>\s+)
   | (?P<line_comment>--[^\n]*)
   | (?P<block_comment>/\*)
   | (?P<estring>[Ee]')
   | (?P<string>(?:[BbXxNn]|[Uu]&)?')
   | (?P<ident>(?:[Uu]&)?")
-  | (?P<dollar>\$(?:[{_ID_START}][{_ID_CHAR}]*)?\$)
-  | (?P<word>[{_ID_START}][{_ID_CHAR}$]*)
+  | (?P<dollar>\$(?:[^\W\d]\w*)?\$)
+  | (?P<word>[^\W\d][\w$]*)
   | (?P<cast>::)
-  | (?P<var>:(?:'[{_ID_CHAR}]+'|"[{_ID_CHAR}]+"|[{_ID_CHAR}]+))
+  | (?P<var>:(?:'\w+'|"\w+"|\w+))
   | (?P<semi>;)
   | (?P<open>\()
   | (?P<close>\))
   | (?P<backslash>\\)
-  | (?P<other>[0-9][0-9.eE]*|[^\s{_ID_CHAR}'"$:;()\\/-]+|.)
+  | (?P<other>[0-9][0-9.eE]*|[^\s\w'"$:;()\\/-]+|.)
 """, re.VERBOSE)
 _FAST = re.compile(r"""[^'"$:;()\\/-]+""")
-_IDENT_CHAR = re.compile(rf"[{_ID_CHAR}$]")
+_IDENT_CHAR = re.compile(r"[\w$]")
 _FUNCTION_HEAD = re.compile(r"(?i)create\s+(?:or\s+replace\s+)?(?:function|procedure)\b")
 _STRING_END = re.compile(r"(?:[^']|'')*'(?!')")
 _ESTRING_END = re.compile(r"(?:[^'\\]|\\.|'')*'(?!')", re.DOTALL)
