@@ -20,6 +20,8 @@ started and showed its prompt before). ``psql`` runs against PostgreSQL (``--url
 throwaway cluster); ``ivm shell`` against an in-memory DuckDB (``duckdb``) and the same
 PostgreSQL (``postgres``, a session). Runs alternate between the shells. Start-up:
 ``ivm shell -c "SELECT 1"`` beside ``python -c "import duckdb"`` and ``psql -c "SELECT 1"``.
+``duckdb-python`` runs the file's statements through the duckdb module, one ``execute`` each:
+the floor for any DuckDB client in Python.
 Each figure is the median of ``--runs``; the JSON (``bench-results/shell-speed-*.json``) has
 every run and the load average.
 """
@@ -54,8 +56,22 @@ def script(lines: int, table: str = "paste_t") -> tuple[str, int]:
     return "\n".join(out) + "\n", i
 
 
+# the floor on DuckDB: the same statements through the duckdb module, one execute() each
+_DUCKDB_FLOOR = """
+import sys, duckdb
+c = duckdb.connect()
+for stmt in open(sys.argv[1]).read().split(";\\n"):
+    if stmt.strip():
+        r = c.execute(stmt)
+        if r.description:
+            r.fetchall()
+"""
+
+
 def _env() -> dict[str, str]:
-    env = dict(os.environ)
+    """A user's environment: a fresh home, no history file, and neither PYTHONUNBUFFERED nor
+    PYTHONDONTWRITEBYTECODE (set in some CI and sandboxes; no user has them)."""
+    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONUNBUFFERED", "PYTHONDONTWRITEBYTECODE")}
     home = tempfile.mkdtemp(prefix="ivm-bench-home-")
     env.update(HOME=home, IVM_HISTFILE="", TERM="xterm", PROMPT_TOOLKIT_NO_CPR="1", NO_COLOR="1",
                PSQLRC="/dev/null", COLUMNS="120", LINES="40")
@@ -66,7 +82,7 @@ def _paste(argv: list[str], text: str, total: int, bracketed: bool, timeout: flo
     import pexpect
 
     child = pexpect.spawn(argv[0], argv[1:], env=_env(), encoding="utf-8", dimensions=(40, 120),
-                          timeout=timeout, maxread=1 << 16)
+                          timeout=timeout, maxread=1 << 16, searchwindowsize=1 << 12)
     try:
         child.expect([r"=>", r"=#"], timeout=60)
         time.sleep(0.3)                        # let the prompt settle (readline / prompt_toolkit)
@@ -136,6 +152,7 @@ def _run(args, url: str) -> int:
     if "postgres" in targets:
         shells["ivm/postgres"] = ivm + ["shell", url]
     only = set(filter(None, args.only.split(","))) or {"paste-typed", "paste-bracketed", "file", "stdin", "startup"}
+    floor = [sys.executable, "-c", _DUCKDB_FLOOR, str(path)]
     runs: dict[str, dict[str, list[float]]] = {}
     for _ in range(args.runs):
         for name, argv in shells.items():
@@ -148,6 +165,8 @@ def _run(args, url: str) -> int:
                 r.setdefault("file", []).append(_whole(argv + ["-f", str(path)], None, args.timeout))
             if "stdin" in only:
                 r.setdefault("stdin", []).append(_whole(argv, str(path), args.timeout))
+        if "file" in only and "duckdb" in targets:    # what any DuckDB client in Python pays
+            runs.setdefault("duckdb-python", {}).setdefault("file", []).append(_whole(floor, None, args.timeout))
         if "startup" in only:
             r = runs.setdefault("startup", {})
             r.setdefault("ivm shell -c 'SELECT 1' (DuckDB)", []).append(

@@ -128,6 +128,7 @@ class ClientSession:
         display = runner.display
         if display.format == "aligned" and not display.quiet:
             runner.write(f"Watching {name} ({', '.join(columns)}): + inserted, - deleted; Ctrl-C to stop.\n")
+            runner.flush()
         printed = 0
 
         def stream() -> None:
@@ -138,6 +139,7 @@ class ClientSession:
                     fields = [_unescape(f) for f in line.split("\t")]
                     k = int(fields[1])
                     runner.write(render_change(columns, tuple(fields[2:]), k, display))
+                    runner.flush()
                     printed += 1
 
         try:

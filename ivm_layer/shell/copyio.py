@@ -161,6 +161,7 @@ def _data_lines(runner: ShellContext) -> list[str]:
         return lines
     runner.say("Enter data to be copied followed by a newline.\n"
                "End with a backslash and a period on a line by itself, or an EOF signal.\n")
+    runner.flush()
     lines = []
     while True:
         try:
@@ -247,6 +248,7 @@ def _deliver(runner: ShellContext, kind: str, target: str, data: str) -> None:
     if kind == "stdout":
         runner.write(data)
     elif kind == "pstdout":
+        runner.flush()
         sys.stdout.write(data)
         sys.stdout.flush()
     else:

@@ -25,7 +25,7 @@ from .notices import Notices
 from .redact import mask
 from .render import Display
 from .runner import Runner, database_errors
-from .variables import Variables, VariableError
+from .variables import VariableError, Variables
 
 EXIT_OK, EXIT_FAILURE, EXIT_BADCONN, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
@@ -81,8 +81,8 @@ def _connect(url: str | None, args) -> tuple[object, str]:
     import ivm_layer
 
     session = ivm_layer.connect(url, **options)
-    return session, f"a PostgreSQL session ({getattr(session, 'session', 'default')!r}) keeping " \
-                    "incremental views from logical replication"
+    name = getattr(session, "session", "default")
+    return session, f"a PostgreSQL session ({name!r}) keeping incremental views from logical replication"
 
 
 def _database_name(session) -> str:
@@ -156,6 +156,7 @@ def main(argv: list[str]) -> int:
     runner = Runner(session, display, interactive=interactive, variables=variables, mode=mode,
                     database=_database_name(session))
     runner.notices = notices
+    notices.before = runner.flush
     _connection_variables(runner)
     try:
         if interactive:

@@ -17,10 +17,10 @@ from __future__ import annotations
 import logging
 import re
 import warnings
+from collections.abc import Callable
 from typing import IO
 
 from .redact import mask
-
 
 #: notices caused by a PostgreSQL session's own statements on the user's connection
 BOOKKEEPING = re.compile(r'(?:schema "pg_temp"|table "_ivm_\w+") does not exist, skipping')
@@ -31,6 +31,7 @@ class Notices:
 
     def __init__(self, err: IO[str]):
         self.err = err
+        self.before: Callable[[], None] | None = None   # flushes the screen output first
         self._seen: set[str] = set()
         self._watched: object | None = None
 
@@ -40,6 +41,8 @@ class Notices:
         if key in self._seen:
             return
         self._seen.add(key)
+        if self.before is not None:
+            self.before()
         self.err.write(f"{severity}:  {text}\n")
         self.err.flush()
 

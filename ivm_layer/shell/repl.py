@@ -88,6 +88,7 @@ def run_repl(runner: Runner, db_name: str) -> int:
     fd = paste.stdin_fd()
     default = ""
     while True:
+        runner.flush()
         try:
             text = session.prompt(prompt, default=default)
         except KeyboardInterrupt:

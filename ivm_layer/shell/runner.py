@@ -29,8 +29,15 @@ from .interrupt import call_interruptibly, cancel_statement
 from .notices import Notices
 from .output import Target
 from .redact import mask
-from .render import Display, command_tag, is_query, leading_words, render_plan, render_result
-from .script import Item, Scanner, ScanError
+from .render import (
+    Display,
+    command_tag,
+    is_query,
+    leading_words,
+    render_plan,
+    render_result,
+)
+from .script import Item, ScanError, Scanner
 from .variables import Variables
 
 # Statements after which table names may have changed (completion is refreshed).
@@ -88,8 +95,10 @@ class Runner:
         self.on_schema_change: Callable[[], None] | None = None
         self.db_errors = database_errors()
         self.notices = Notices(self.err)
+        self.notices.before = self.flush
         self.scanner: Scanner | None = None
         self._output: Target | None = None
+        self._held: list[str] = []
         self._files: list[str] = []     # the files being run (\ir resolves against the last)
 
     @property
@@ -101,27 +110,38 @@ class Runner:
             self.display.quiet = self.variables.flag("QUIET")
 
     # -- output -------------------------------------------------------------------------
+    # Screen output is held and written in one piece before the next statement runs, at the
+    # end of each input, before an error and before anything waits: one system call per
+    # statement, not one per line.
+
     def write(self, text: str) -> None:
         """Query output (results, command tags): the screen, or where ``\\o`` sends it."""
-        self.out.write(text)
         if self.out is self.console:
-            self.out.flush()
+            self._held.append(text)
+        else:
+            self.out.write(text)
 
     def say(self, text: str) -> None:
         """Messages of meta-commands and timing: always the screen."""
-        self.console.write(text)
-        self.console.flush()
+        self._held.append(text)
 
     def flush(self) -> None:
-        self.out.flush()
+        """Write what is held to the screen now (before anything waits or prints elsewhere)."""
+        if self._held:
+            self.console.write("".join(self._held))
+            self._held.clear()
         self.console.flush()
+        if self.out is not self.console:
+            self.out.flush()
 
     def error(self, message: str, where: str = "") -> None:
+        self.flush()
         self.err.write(mask(f"{where}ERROR:  {message}".rstrip()) + "\n")
         self.err.flush()
 
     def set_output(self, spec: str | None) -> None:
         """``\\o [FILE | |COMMAND]``: send query output there; None: back to the screen."""
+        self.flush()
         target = Target(spec) if spec else None
         if self._output is not None:
             self._output.close()
@@ -130,6 +150,7 @@ class Runner:
 
     def close(self) -> None:
         self.set_output(None)
+        self.flush()
 
     # -- the query buffer ---------------------------------------------------------------
     def scanner_pending(self) -> str:
@@ -159,31 +180,38 @@ class Runner:
         outer, self.scanner = self.scanner, scanner
         keep = source is None and self.interactive
         try:
-            try:
-                for item in scanner.items():
-                    if not self._step(item, source, stop_at_error):
-                        return False
-            except ScanError as e:
-                self.error(str(e), f"ivm:{source}: " if source else "")
-                self.last_failed = True
-                return not (stop_at_error or self.on_error_stop)
-            rest = scanner.pending()
-            self.pending = rest if keep else ""
-            if rest and not keep:
-                line, col = scanner.position(scanner.pending_start())
-                scanner.take()
-                return self._step(Item("sql", rest, line, col, scanner._count + 1), source, stop_at_error)
-            return True
+            return self._run_scanner(scanner, source, stop_at_error, keep)
         finally:
             self.scanner = outer
+            self.flush()
+
+    def _run_scanner(self, scanner: Scanner, source: str | None, stop_at_error: bool, keep: bool) -> bool:
+        """The items of ``scanner`` in order; see :meth:`run_source`."""
+        try:
+            for item in scanner.items():
+                if not self._step(item, source, stop_at_error):
+                    return False
+        except ScanError as e:
+            self.error(str(e), f"ivm:{source}: " if source else "")
+            self.last_failed = True
+            return not (stop_at_error or self.on_error_stop)
+        rest = scanner.pending()
+        self.pending = rest if keep else ""
+        if rest and not keep:
+            line, col = scanner.position(scanner.pending_start())
+            scanner.take()
+            return self._step(Item("sql", rest, line, col, scanner.count + 1), source, stop_at_error)
+        return True
 
     def _step(self, item: Item, source: str | None, stop_at_error: bool) -> bool:
-        ok = self.run_item(item, source)
-        if not ok and (stop_at_error or (self.on_error_stop and not (self.interactive and source is None))):
-            return False
-        if not ok and self.cancelled and not self.interactive:
-            return False  # Ctrl-C stops a script
-        return True
+        """Run one item; False when the input must stop there: an error under
+        ``stop_at_error`` or ``ON_ERROR_STOP`` (not at the prompt, as psql), or a cancelled
+        statement of a script."""
+        if self.run_item(item, source):
+            return True
+        typed = self.interactive and source is None
+        stop = stop_at_error or (self.on_error_stop and not typed)
+        return not (stop or (self.cancelled and not self.interactive))
 
     def run_file(self, path: str) -> bool:
         """``\\i`` / ``-f``: run a file (``-`` is standard input)."""
@@ -230,6 +258,7 @@ class Runner:
         self.errors += 1
         self.cancelled = bool(getattr(exc, "ivm_interrupted", False))
         if self.cancelled:
+            self.flush()
             self.err.write("Cancel request sent\n")
         message = str(exc).strip() or type(exc).__name__
         self.variables.quiet_set("ERROR", "true")
@@ -248,6 +277,9 @@ class Runner:
         """Run one statement through the session, cancellable; fetch its rows."""
         if self.session.dialect == "postgres":
             self.notices.watch_connection(self.session.connection)
+
+        if self._held:      # what the statements before printed shows before this one runs
+            self.flush()
 
         def work() -> Result:
             t0 = time.perf_counter()
@@ -286,7 +318,7 @@ class Runner:
         if res.columns is not None and not is_count:
             self.variables.quiet_set("ROW_COUNT", str(len(res.rows)))
             if (res.columns == ["explain_key", "explain_value"] and self.display.format == "aligned"
-                    and not self.display.expanded == "on"):
+                    and self.display.expanded != "on"):
                 write(render_plan(res.rows))       # DuckDB's plan, drawn as lines like its CLI
             else:
                 write(render_result(res.columns, res.rows, self.display))

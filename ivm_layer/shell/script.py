@@ -104,7 +104,7 @@ class Scanner:
         self._function = False                # a CREATE FUNCTION/PROCEDURE (BEGIN ATOMIC tracking)
         self._dirty = False                   # SQL typed since the last meta-command
         self._open: str | None = None         # unterminated quote/comment at the end, if any
-        self._count = 0
+        self.count = 0
         self._expansions = 0
 
     # -- the query buffer -----------------------------------------------------------------
@@ -155,9 +155,9 @@ class Scanner:
         return i + self.first_line, offset - self._lines[i] + 1
 
     def _item(self, kind: str, text: str, offset: int) -> Item:
-        self._count += 1
+        self.count += 1
         line, col = self.position(offset)
-        return Item(kind, text, line, col, self._count)
+        return Item(kind, text, line, col, self.count)
 
     def _add(self, piece: str, at: int) -> None:
         if self._start is None:
@@ -272,9 +272,7 @@ class Scanner:
         ``END`` block (and a ``CASE`` … ``END`` within it) holds semicolons."""
         if self._paren:
             return
-        if word == "begin":
-            self._begin += 1
-        elif word == "case" and self._begin:
+        if word == "begin" or word == "case" and self._begin:
             self._begin += 1
         elif word == "end" and self._begin:
             self._begin -= 1

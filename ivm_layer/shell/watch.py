@@ -54,6 +54,7 @@ def watch(runner: ShellContext, name: str, interval: float = 0.2,
         if batch:
             runner.write("".join(render_change(columns, row, k, display) for row, k in batch))
             printed += len(batch)
+        runner.flush()
 
     unsubscribe = session.subscribe(info.name, on_change)
     try:
@@ -118,6 +119,7 @@ def watch_query(runner: ShellContext, query: str, interval: float, count: int | 
     try:
         while count is None or runs < count:
             if runs:
+                runner.flush()
                 time.sleep(interval)
             title = f"{time.strftime('%c')} (every {interval:g}s)\n\n"
             runner.write(title)

@@ -14,8 +14,12 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 import ivm_layer
+from ivm_layer.shell.catalog import name_pattern
 from ivm_layer.shell.completion import SQLCompleter
+from ivm_layer.shell.copyio import options as copy_options
+from ivm_layer.shell.copyio import parse as copy_parse
 from ivm_layer.shell.history import RedactingFileHistory, open_history
+from ivm_layer.shell.meta import split_args
 from ivm_layer.shell.redact import is_sensitive, mask
 from ivm_layer.shell.render import (
     Display,
@@ -26,10 +30,6 @@ from ivm_layer.shell.render import (
     render_result,
 )
 from ivm_layer.shell.runner import Runner
-from ivm_layer.shell.catalog import name_pattern
-from ivm_layer.shell.copyio import options as copy_options
-from ivm_layer.shell.copyio import parse as copy_parse
-from ivm_layer.shell.meta import split_args
 from ivm_layer.shell.script import Scanner, is_complete, parse_script
 from ivm_layer.shell.watch import watch
 

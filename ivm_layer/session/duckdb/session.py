@@ -108,8 +108,7 @@ class Session(SessionBase):
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
-        reads.warm_up(background=True)
-        self._catalog.load_catalog()
+        self._catalog.load_catalog()   # pyarrow is loaded when a served view needs it, not before
 
     # -- public API ---------------------------------------------------------------------
     def sync(self) -> None:
