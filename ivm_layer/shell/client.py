@@ -32,13 +32,20 @@ IVM_VERSION_SETTING = "ivm_version"
 
 def open_connection(target: str):
     """A psycopg connection (autocommit, psql's simple query protocol) to ``target``."""
+    import os
+
     import psycopg
+    from psycopg.conninfo import conninfo_to_dict, make_conninfo
 
     from ..io.postgres.conninfo import connection_error, normalize
 
     target = normalize(target)
+    extra = {}
+    if "connect_timeout" not in conninfo_to_dict(target) and "PGCONNECT_TIMEOUT" not in os.environ:
+        extra["connect_timeout"] = 10   # an unreachable host fails in 10 s, not at the TCP timeout
     try:
-        return psycopg.connect(target, autocommit=True, cursor_factory=psycopg.ClientCursor)
+        return psycopg.connect(make_conninfo(target, **extra), autocommit=True,
+                               cursor_factory=psycopg.ClientCursor)
     except psycopg.Error as e:
         raise IVMError(connection_error(e, target)) from None
 
@@ -113,7 +120,7 @@ class ClientSession:
         out: dict[str, list[str]] = {}
         for t, c in self.execute(
                 "SELECT table_name, column_name FROM information_schema.columns "
-                "WHERE table_schema NOT IN ('pg_catalog', 'information_schema') "
+                "WHERE table_schema NOT IN ('pg_catalog', 'information_schema', 'ivm') "
                 "ORDER BY table_name, ordinal_position").fetchall():
             out.setdefault(t, []).append(c)
         return out

@@ -45,14 +45,14 @@ _SCHEMA_WORDS = {"CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "IMPORT", "USE",
 
 
 def database_errors() -> tuple[type[BaseException], ...]:
-    """The exception types that are a statement's failure, not the shell's. psycopg's are
-    among them only once psycopg is loaded (a DuckDB shell never loads it)."""
-    import duckdb
-
-    errors: list[type[BaseException]] = [IVMError, duckdb.Error]
-    psycopg = sys.modules.get("psycopg")
-    if psycopg is not None:
-        errors.append(psycopg.Error)
+    """The exception types that are a statement's failure, not the shell's: the layer's and
+    the drivers' that are loaded (a DuckDB shell never loads psycopg, a plain client of a
+    server never loads duckdb)."""
+    errors: list[type[BaseException]] = [IVMError]
+    for name in ("duckdb", "psycopg"):
+        module = sys.modules.get(name)
+        if module is not None:
+            errors.append(module.Error)
     return tuple(errors)
 
 
