@@ -30,7 +30,8 @@ def build_parser() -> argparse.ArgumentParser:
                "History: $IVM_HISTFILE or ~/.ivm_history (lines with passwords or secrets are not kept).")
     p.add_argument("url", nargs="?", default=None, help="the database (default: in-memory DuckDB)")
     p.add_argument("-c", "--command", dest="actions", action=_Ordered, const="c", metavar="SQL",
-                   help="run SQL statements (or one meta-command) and exit; repeatable")
+                   help="run SQL statements and meta-commands and exit; stops at its first error; "
+                        "repeatable")
     p.add_argument("-f", "--file", dest="actions", action=_Ordered, const="f", metavar="FILE",
                    help="run the statements of FILE ('-': standard input) and exit; repeatable")
     p.add_argument("--on-error-stop", action="store_true",

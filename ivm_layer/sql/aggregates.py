@@ -119,9 +119,9 @@ class AggregateTranslator:
         func = _AGG_TYPES.get(type(node))
         if func is None:
             if isinstance(node, exp.GroupConcat):  # sqlglot keeps no trace of the spelling used
-                raise UnsupportedSQLError("unsupported in incremental views: string aggregation "
-                                          "(string_agg, group_concat, listagg) (supported: COUNT, SUM, AVG, "
-                                          "MIN, MAX)")
+                raise UnsupportedSQLError("unsupported in incremental views: aggregate function "
+                                          "string_agg() (also spelled group_concat, listagg) (supported: "
+                                          "COUNT, SUM, AVG, MIN, MAX)")
             raise self.unsupported(f"aggregate function {node.sql_name().lower()}() (supported: COUNT, SUM, "
                                    "AVG, MIN, MAX)", node)
         for key, value in node.args.items():
