@@ -16,16 +16,19 @@ from dataclasses import dataclass
 
 from psycopg import pq
 
+from .. import __version__
 from ..session import pointreads as fastpath
 from ..session.router import Route, route
 from . import commands as cmd
 from . import pgtypes, sqlscan
 from .proxycopy import ProxyCopy
 from .results import Column, RawParams, Result
+from .settings import IVM_VERSION
 from .sqlstate import ServeError, in_failed_block
 from .viewcmds import explain_view, show_views, subscription
 
 _PARAM = re.compile(r"\$(\d+)")
+_OWN_SETTINGS = {"ivm_progress": "BIGINT", IVM_VERSION: "VARCHAR"}   # SHOW answered here, not by PostgreSQL
 _STATUS = {pq.TransactionStatus.IDLE: "I", pq.TransactionStatus.INTRANS: "T",
            pq.TransactionStatus.INERROR: "E", pq.TransactionStatus.ACTIVE: "T"}
 _CHUNK = 1000
@@ -125,6 +128,8 @@ class ProxyClient(ProxyCopy):
                 return [], show_views(self.backend.session, {}).columns
             if isinstance(c, cmd.ExplainView):
                 return [], [Column.of("QUERY PLAN", "VARCHAR")]
+            if isinstance(c, cmd.ShowCmd) and c.name in _OWN_SETTINGS:
+                return [], [Column.of(c.name, _OWN_SETTINGS[c.name])]
         self.pg.send_prepare(b"", p.text.encode(), [int(o) for o in p.declared] or None)
         self._result()
         self._drain()
@@ -300,6 +305,8 @@ class ProxyClient(ProxyCopy):
         if isinstance(c, cmd.ShowCmd) and c.name == "ivm_progress":
             b.catch_up()
             return Result("SHOW", [Column.of("ivm_progress", "BIGINT")], iter([(b.progress(),)]))
+        if isinstance(c, cmd.ShowCmd) and c.name == IVM_VERSION:
+            return Result("SHOW", [Column.of(IVM_VERSION, "VARCHAR")], iter([(__version__,)]))
         if isinstance(c, cmd.SetCmd) and self.settings is not None and c.value is not None \
                 and c.name.lower() in ("application_name", "datestyle", "intervalstyle", "timezone",
                                        "client_encoding", "statement_timeout"):

@@ -17,6 +17,9 @@ from .sqlstate import ServeError
 
 SERVER_VERSION = "15.0"
 SERVER_VERSION_NUM = "150000"
+#: the setting (sent as ParameterStatus at startup, answered by SHOW) by which a client such as
+#: ``ivm shell`` tells ``ivm serve`` from any other PostgreSQL server; its value is the version
+IVM_VERSION = "ivm_version"
 
 
 def version_string(engine: str) -> str:
@@ -39,7 +42,7 @@ REPORTED = {
     "application_name": "",
     "default_transaction_read_only": "off",
     "in_hot_standby": "off",
-    "ivm_serve": __version__,          # tells ivm shell (and any client) that this is ivm serve
+    IVM_VERSION: __version__,          # tells ivm shell (and any client) that this is ivm serve
 }
 
 #: other settings SHOW answers (lower-case name → default)
@@ -144,8 +147,8 @@ class Settings:
             raise ServeError("22023", f"ivm serve writes dates in ISO style only; DateStyle {value!r} is not supported")
         if key == "statement_timeout":
             timeout_ms(value)
-        if key == "server_version":
-            raise ServeError("55P02", 'parameter "server_version" cannot be changed')
+        if key in ("server_version", IVM_VERSION):
+            raise ServeError("55P02", f'parameter "{key}" cannot be changed')
         self.values[key] = value
         self.names.setdefault(key, name)
         if report and self.names[key] in REPORTED:

@@ -113,8 +113,7 @@ class Session(SessionBase):
         self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
         self._point_shapes: dict[str, list] = {}  # statement -> [pointreads.Shape | None, description]
-        reads.warm_up(background=True)
-        self._catalog.load_catalog()
+        self._catalog.load_catalog()   # pyarrow is loaded when a served view needs it, not before
 
     # -- public API ---------------------------------------------------------------------
     def sync(self) -> None:
