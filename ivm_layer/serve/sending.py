@@ -27,6 +27,12 @@ class Sending:
     """Needs ``client``, ``out``, ``settings``, ``metrics``, ``schedule``, ``spool_rows``,
     ``max_copy_bytes``, ``_timer``, ``_result`` and ``_next`` of the protocol."""
 
+    @property
+    def streaming(self) -> bool:
+        """A SUBSCRIBE is being sent: it never ends by itself, so a shutdown does not wait for it."""
+        res = self._result
+        return res is not None and res.stream is not None
+
     def _run(self, p, params, bind: m.Bind | None = None) -> Result:
         self._arm()
         t0 = time.perf_counter()
@@ -138,7 +144,7 @@ class Sending:
             spill(res, self.spool_rows)
         if res is not None and res.stream is not None:
             if res.stream.dropped is not None:
-                log.info("connection %s: %s", self.client.pid, res.stream.dropped)
+                log.debug("connection %s: %s", self.client.pid, res.stream.dropped)
                 self.out.closed.set()
                 raise ClientGone()
             if self.client.cancel_reason:

@@ -3,7 +3,8 @@
 :class:`Server` accepts connections on one address (one asyncio task each,
 :mod:`.connection`), refuses the ones over ``max_connections`` (53300, as PostgreSQL), routes
 CancelRequests to the connection whose backend key they carry, and on SIGTERM/SIGINT stops
-accepting, lets running statements finish for ``shutdown_grace`` seconds, cancels the rest,
+accepting, lets running statements finish for ``shutdown_grace`` seconds (SUBSCRIBE streams,
+which never finish, are not waited for), cancels the rest,
 closes every client (open blocks roll back) and then the session, whose checkpoint makes the
 views resume exactly on the next start. Listening on a non-loopback address without
 authentication is refused before anything is opened.
@@ -171,8 +172,8 @@ class Server:
             self._server.close()
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.shutdown_grace
-        while any(getattr(c, "protocol", None) is not None and c.protocol.busy
-                  for c in self.connections.values()):
+        while any(getattr(c, "protocol", None) is not None and c.protocol.busy and not c.protocol.streaming
+                  for c in self.connections.values()):       # subscriptions never finish: cancelled at once
             if loop.time() > deadline:
                 break
             await asyncio.sleep(0.05)

@@ -19,11 +19,14 @@ view, plus the filter of a parameterized subscription (O(change) comparisons).
 from __future__ import annotations
 
 import collections
+import logging
 import threading
 from collections.abc import Callable, Iterator
 
 from .results import FLUSH
 from .sqlstate import ServeError
+
+log = logging.getLogger("ivm_layer.serve")
 
 
 class ViewLog:
@@ -82,6 +85,7 @@ class Subscriber:
                          f"{self.sent_progress if self.sent_progress is not None else '<last ivm_progress read>'})")
                 self.queue.clear()
                 self.backlog = 0
+                log.warning("%s", self.dropped)   # once, whichever way the client learns of it
             self.cond.notify_all()
 
     def take(self, timeout: float) -> tuple[int, list] | None:

@@ -57,6 +57,16 @@ def jdbc_jar() -> Path:
     return JDBC_JAR
 
 
+@pytest.fixture(scope="module")
+def jdbc_probe(jdbc_jar, tmp_path_factory) -> list[str]:
+    """``java … Probe``: Probe.java compiled once (the source launcher compiles it on every run)."""
+    classes = tmp_path_factory.mktemp("jdbc")
+    res = subprocess.run(["javac", "-cp", str(jdbc_jar), "-d", str(classes), str(CLIENTS / "Probe.java")],
+                         capture_output=True, text=True, timeout=180)
+    assert res.returncode == 0, res.stdout + res.stderr
+    return ["java", "-XX:TieredStopAtLevel=1", "-XX:+UseSerialGC", "-cp", f"{jdbc_jar}{os.pathsep}{classes}", "Probe"]
+
+
 def _check(got: dict, want: dict, mode: str) -> None:
     params = [f"by_acc/{a}" for a in (0, 7, 19, 21)] if mode == "duckdb" else []
     for name in list(workload.ORACLE) + params:
@@ -82,12 +92,12 @@ def test_node_postgres(db, node_modules):
     assert got["version"].startswith("PostgreSQL 15")
 
 
-def test_jdbc(db, jdbc_jar, tmp_path):
+def test_jdbc(db, jdbc_probe):
     workload.run_writers(db.url(), clients=4, statements=20, seed=12)
     want = workload.expected(db.url())
     url = f"jdbc:postgresql://{db.host}:{db.port}/shop"
-    res = subprocess.run(["java", "-cp", str(jdbc_jar), str(CLIENTS / "Probe.java"), url,
-                          "params" if db.mode == "duckdb" else "noparams"], capture_output=True, text=True, timeout=180)
+    res = subprocess.run([*jdbc_probe, url, "params" if db.mode == "duckdb" else "noparams"],
+                         capture_output=True, text=True, timeout=180)
     assert res.returncode == 0, res.stdout + res.stderr
     got = json.loads(res.stdout.strip().splitlines()[-1])
     _check(got, want, db.mode)

@@ -157,7 +157,7 @@ def test_concurrent_psql_clients_and_the_views_stay_exact(shop):
 
     def writer(k: int) -> None:
         try:
-            for j in range(10):
+            for j in range(5):
                 psql(shop, "-c", f"INSERT INTO orders VALUES ({10000 + k * 100 + j}, {j % 3 + 1}, {j}, 'c')",
                      "-c", f"DELETE FROM orders WHERE id = {10000 + k * 100 + j - 1}")
         except Exception as e:  # noqa: BLE001

@@ -61,7 +61,8 @@ def _reader(url: str, stop: threading.Event, seen: list, errors: list) -> None:
         errors.append(e)
 
 
-@pytest.mark.parametrize("round_", range(3))
+@pytest.mark.parametrize("round_", [0, pytest.param(1, marks=pytest.mark.slow),
+                                    pytest.param(2, marks=pytest.mark.slow)])
 def test_rounds_of_concurrent_clients(db, round_):
     url = db.url()
     stop = threading.Event()

@@ -190,8 +190,8 @@ def test_a_stalled_subscriber_is_dropped_and_writers_never_wait(tmp_path):
         sock.sendall(codec.frontend(m.Query("SUBSCRIBE big_trans")))   # and never read again
         slowest = 0.0
         with psycopg.connect(srv.url(), autocommit=True) as c:
-            for i in range(40):       # 12,000 rows of changes: more than the socket and the outbox hold
-                rows = ", ".join(f"({930000 + i * 300 + j}, {j % 20}, {70 + j % 30}, 'stall')" for j in range(300))
+            for i in range(8):        # 12,000 rows of changes: more than the socket and the outbox hold
+                rows = ", ".join(f"({930000 + i * 1500 + j}, {j % 20}, {70 + j % 30}, 'stall')" for j in range(1500))
                 t0 = time.perf_counter()
                 c.execute(f"INSERT INTO trans VALUES {rows}")
                 slowest = max(slowest, time.perf_counter() - t0)
