@@ -171,7 +171,8 @@ class Server:
         if self._server is not None:
             self._server.close()
         loop = asyncio.get_running_loop()
-        deadline = loop.time() + self.shutdown_grace
+        started = loop.time()
+        deadline = started + self.shutdown_grace
         while any(getattr(c, "protocol", None) is not None and c.protocol.busy and not c.protocol.streaming
                   for c in self.connections.values()):       # subscriptions never finish: cancelled at once
             if loop.time() > deadline:
@@ -189,9 +190,12 @@ class Server:
             if not self.connections:
                 break
             await asyncio.sleep(0.05)
+        closing = loop.time()
         await loop.run_in_executor(None, self.backend.close)
         if self.metrics is not None:
             self.metrics.close()
+        log.info("ivm serve: stopped (clients %.1f s, closing the views %.1f s)", closing - started,
+                 loop.time() - closing)
         self._stopped.set()
 
     async def serve_forever(self) -> None:

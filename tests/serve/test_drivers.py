@@ -128,3 +128,29 @@ def test_sqlalchemy_reflection_and_pandas(db):
         assert n == int(float([r for r in want["acc_totals"] if r[0] == "3"][0][1])) + 1
     finally:
         engine.dispose()
+
+
+def test_errors_carry_sqlstate_and_position_and_a_failed_block_answers_25p02(db):
+    """ErrorResponse: SQLSTATE and the error's position; the connection stays usable; inside
+    a failed block every statement gets 25P02 until ROLLBACK (ReadyForQuery status E), as in
+    PostgreSQL; a served view's reads are unchanged by the rolled-back block."""
+    with psycopg.connect(db.url()) as c:        # not autocommit: psycopg opens a block
+        before = c.execute("SELECT count(*) FROM big_trans").fetchone()[0]
+        c.execute("INSERT INTO trans VALUES (888888, 1, 99, 'rolled back')")
+        with pytest.raises(psycopg.errors.UndefinedTable) as e:
+            c.execute("SELECT * FROM no_such_table_here")
+        assert e.value.diag.sqlstate == "42P01"
+        assert e.value.diag.statement_position == "15"
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.INERROR
+        for _ in range(2):
+            with pytest.raises(psycopg.errors.InFailedSqlTransaction):
+                c.execute("SELECT count(*) FROM big_trans")
+        c.rollback()
+        assert c.info.transaction_status == psycopg.pq.TransactionStatus.IDLE
+        with pytest.raises(psycopg.errors.SyntaxError) as e:
+            c.execute("SELECT 1 FROM trans WHERE")
+        assert e.value.diag.sqlstate == "42601" and e.value.diag.statement_position
+        c.rollback()
+        assert c.execute("SELECT count(*) FROM big_trans").fetchone()[0] == before
+        assert c.execute("SELECT count(*) FROM trans WHERE id = 888888").fetchone()[0] == 0
+        c.rollback()

@@ -61,9 +61,11 @@ def _reader(url: str, stop: threading.Event, seen: list, errors: list) -> None:
         errors.append(e)
 
 
-@pytest.mark.parametrize("round_", [0, pytest.param(1, marks=pytest.mark.slow),
-                                    pytest.param(2, marks=pytest.mark.slow)])
-def test_rounds_of_concurrent_clients(db, round_):
+@pytest.mark.parametrize("round_,size", [(0, 25), pytest.param(1, 120, marks=pytest.mark.slow),
+                                         pytest.param(2, 120, marks=pytest.mark.slow)])
+def test_rounds_of_concurrent_clients(db, round_, size):
+    """Each round: 4 random writers (``size`` statements each), 2 transfer writers and 2
+    readers at once; the non-slow round is small, the slow rounds larger."""
     url = db.url()
     stop = threading.Event()
     errors: list = []
@@ -71,10 +73,10 @@ def test_rounds_of_concurrent_clients(db, round_):
     readers = [threading.Thread(target=_reader, args=(url, stop, seen, errors)) for _ in range(2)]
     for t in readers:
         t.start()
-    movers = [threading.Thread(target=_transfers, args=(url, round_ * 10 + k, 15, errors)) for k in range(2)]
+    movers = [threading.Thread(target=_transfers, args=(url, round_ * 10 + k, size * 3 // 5, errors)) for k in range(2)]
     for t in movers:
         t.start()
-    workload.run_writers(url, clients=4, statements=25, seed=100 + round_)
+    workload.run_writers(url, clients=4, statements=size, seed=100 + round_)
     for t in movers:
         t.join()
     stop.set()
