@@ -12,7 +12,7 @@ from serve_process import ServeProcess, free_port
 
 def test_metrics_endpoint(tmp_path):
     port = free_port()
-    with ServeProcess(str(tmp_path / "m.duckdb"), "--metrics-port", str(port), log=tmp_path / "log") as srv:
+    with ServeProcess(f"duckdb:///{tmp_path / 'm.duckdb'}", "--metrics-port", str(port), log=tmp_path / "log") as srv:
         with psycopg.connect(srv.url(), autocommit=True) as c:
             c.execute("CREATE TABLE t (k INT, v INT)")
             c.execute("INSERT INTO t SELECT i % 10, i FROM range(100) r(i)")
@@ -30,3 +30,4 @@ def test_metrics_endpoint(tmp_path):
     assert "ivm_serve_commit_seconds_count" in text and 'ivm_serve_statement_seconds_bucket{le="0.001",path="engine"}' in text
     assert 'ivm_serve_subscriber_backlog{view="totals"} 0.0' in text
     assert 'ivm_serve_view_lag_seconds{view="totals"} 0.0' in text
+    assert (tmp_path / "m.duckdb").exists()      # duckdb:///PATH served that file
