@@ -1,4 +1,5 @@
 """Maintaining views from captured changes: the one road every driver takes.
 
+- :mod:`.changes`     ``Changes``, the one shape of a batch of row changes
 - :mod:`.checkpoint`  checkpoints of a view's input rows that are safe to read back (typed JSON)
 """
