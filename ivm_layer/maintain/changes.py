@@ -158,10 +158,12 @@ class Changes(dict):
         return sum(abs(k) for d in self.values() for k in d.values())
 
     def applied_to(self, held: Mapping[Row, int], table: str) -> dict[Row, int]:
-        """``held`` (a table's rows ``{row: k}``) with this batch's changes of ``table`` added:
-        the table's rows after the batch (a new dict). O(held + changes)."""
+        """``held`` (a table's rows ``{row: k}``, as a view stores them: canonical) with this
+        batch's changes of ``table`` added: the table's rows after the batch (a new dict).
+        O(held + changes)."""
         out = dict(held)
         for row, k in self.get(table, {}).items():
+            row = canonical_row(row)
             n = out.get(row, 0) + k
             if n:
                 out[row] = n

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ..engine.view import View
-from ..errors import IVMError
+from ..errors import IVMError, SubscriberWarning  # noqa: F401 - SubscriberWarning: its old home
 from .router import split
 
 
@@ -72,10 +72,6 @@ class ViewInfo:
     lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
     rebuilds: int = 0                 # rebuilds after writes to the view's static tables
-
-
-class SubscriberWarning(UserWarning):
-    """A view subscriber raised; the change it was told about is committed all the same."""
 
 
 class ViewStateBase:
