@@ -23,6 +23,7 @@ from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import lsn_str
 from ...maintain.checkpoint import CheckpointError, CheckpointStore
+from ...maintain.viewset import load_view
 from ...sql.statements import CreateIncrementalView, classify
 from .apply import StreamApplier
 from .compile import compile_pg_view
@@ -39,10 +40,7 @@ def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
     """The tables' rows (``{table: {row: count}}``) into the view's engine view, which from then
     on is their only store; an engine failure is a clear error."""
     try:
-        for first in (True, False):  # static tables before the others (paper 003)
-            part = {t: list(c.items()) for t, c in base.items() if c and (t in vs.static) == first}
-            if part:
-                vs.view.apply(part)
+        load_view(vs.view, base, vs.static)   # static tables before the others (paper 003)
     except IVMError:
         raise
     except Exception as e:  # noqa: BLE001 - reported in the user's terms
