@@ -173,9 +173,9 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _snapshot_applied(self) -> bool:
         if not self.state_path or not os.path.isdir(self.state_path):
             return False
-        from .state import CheckpointStore
+        from .state import last_batch_in
 
-        return CheckpointStore.last_batch_in(self.state_path) >= 0
+        return last_batch_in(self.state_path) >= 0
 
     # -- planning -----------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
