@@ -473,7 +473,7 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
     """The feed stops reading when its stage is full (a soft bound: one read of what the socket
     holds), frees what Spark's commit log says is complete, confirms the slot up to there and
     no further, and delivers every transaction exactly once."""
-    from ivm_layer.io.postgres.feed import ChangeFeed, committed_offset
+    from ivm_layer.io.postgres.feed import committed_offset, daemon_feed
 
     with psycopg.connect(pg_url, autocommit=True) as c:
         c.execute("CREATE TABLE r (a int, k int, pad text); ALTER TABLE r REPLICA IDENTITY FULL")
@@ -488,7 +488,7 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
     (spark / "commits").mkdir(parents=True)
     (spark / "offsets").mkdir()
     assert committed_offset(str(spark)) is None
-    feed = ChangeFeed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
+    feed = daemon_feed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
     seen: Counter = Counter()
     try:
         assert feed.wait_position(wal, 60, until_full=True)

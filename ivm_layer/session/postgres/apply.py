@@ -9,7 +9,6 @@ plus fsynced change log) and, for a materialized view, ``ivm.progress`` too.
 
 from __future__ import annotations
 
-import queue
 import time
 import warnings
 
@@ -26,7 +25,7 @@ from .state import (
     SourceChangedError,
     ViewStoppedWarning,
 )
-from .stream import ReplicationError
+from ...io.postgres.feed import ReplicationError
 
 BATCH_TRANSACTIONS = 5000
 
@@ -40,28 +39,17 @@ class StreamApplier:
 
     # -- applying ---------------------------------------------------------------------------
     def apply_available(self, vs: PgView, timeout: float) -> int:
-        """Drain ``vs``'s queue (waiting up to ``timeout`` for the first item) and apply it as
-        one batch; checkpoint and acknowledge. Returns the number of source-row changes."""
+        """Take what ``vs``'s feed staged (waiting up to ``timeout`` for the first transaction)
+        and apply it as one batch; checkpoint and acknowledge. A feed that failed for good stops
+        the view once everything it staged before the failure is applied. Returns the number
+        of source-row changes."""
         if vs.error is not None or vs.reader is None:
             return 0
-        txns: list[Transaction] = []
-        failure: BaseException | None = None
-        q = vs.reader.out
-        try:
-            item = q.get(timeout=timeout) if timeout > 0 else q.get_nowait()
-            while True:
-                if isinstance(item, BaseException):
-                    failure = item
-                    break
-                txns.append(item)
-                if len(txns) >= BATCH_TRANSACTIONS:
-                    break
-                item = q.get_nowait()
-        except queue.Empty:
-            pass
+        feed = vs.reader
+        txns = feed.drain(BATCH_TRANSACTIONS, timeout)
         n = self.apply(vs, txns) if txns else 0
-        if failure is not None and vs.error is None:
-            self.stop(vs, failure)
+        if feed.error is not None and not feed.pending() and vs.error is None:
+            self.stop(vs, stream_failure(vs, feed.error))
         if vs.error is None:
             self.checkpoint(vs)
         self.acknowledge(vs)
@@ -229,8 +217,8 @@ class StreamApplier:
         transaction before it, so an empty queue then means they were all applied."""
         if vs.materialized or vs.reader is None or vs.snapshot_due:
             return
-        pos = vs.reader.received_lsn
-        if pos > vs.applied_lsn and vs.reader.out.empty():
+        pos = vs.reader.position
+        if pos > vs.applied_lsn and not vs.reader.pending():
             vs.viewset.log(pos)
             vs.applied_lsn = pos
 
@@ -248,4 +236,18 @@ class StreamApplier:
         ack = vs.checkpoint_lsn
         if vs.materialized:
             ack = min(ack, vs.table_lsn)
-        vs.reader.acknowledge(ack)
+        vs.reader.commit(ack)
+
+
+def stream_failure(vs: PgView, err: BaseException) -> IVMError:
+    """The error a view's failed feed stops it with, in the session's terms."""
+    if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704" and "publication" in str(err):
+        return ReplicationError(f"the publication {vs.slot} of view {vs.name!r} was dropped behind the "
+                                f"session's back ({err}); DROP VIEW {vs.name} and create it again")
+    if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704":
+        return ReplicationError(f"the replication slot {vs.slot} of view {vs.name!r} was dropped behind "
+                                f"the session's back ({err}); DROP VIEW {vs.name} and create it again")
+    if isinstance(err, ReplicationError):
+        return ReplicationError(f"view {vs.name!r}: {err}; the view is stopped: reconnect the session when "
+                                "the server is back")
+    return ReplicationError(f"view {vs.name!r}: the replication stream failed: {type(err).__name__}: {err}")

@@ -18,13 +18,13 @@ from ...compile import compile_view
 from ...engine.protocol import View
 from ...errors import IVMError
 from ...io.postgres.conninfo import ControlConnection, DatabaseIdentity
+from ...io.postgres.feed import ChangeFeed
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import CheckpointStore
 from ...maintain.viewset import ViewSet
 from ...sql.statements import CreateIncrementalView
 from ..core import ViewStateBase
 from .served import ServedTable
-from .stream import StreamReader
 
 SYNC_PREFIX = "ivm-layer-sync"
 UNIT_COLUMN = "ivm_unit"           # the engine's column of a table read for its row count only
@@ -113,7 +113,7 @@ class PgView(ViewStateBase):
     table_lsn: int = 0                      # materialized: durable in ivm.progress
     last_checkpoint: float = 0.0
     snapshot_due: bool = False              # a batch too large for the log: write a snapshot
-    reader: StreamReader | None = None
+    reader: ChangeFeed | None = None        # the view's replication stream (its own slot)
     error: BaseException | None = None
     version: int = 0
     served: ServedTable | None = None      # non-materialized: its TEMP table for PostgreSQL reads

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from ...errors import IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
+from ...io.postgres.feed import ChangeFeed
 from ...io.postgres.pgoutput import lsn_str
 from ...maintain.checkpoint import CheckpointError, CheckpointStore
 from ...maintain.viewset import load_view
@@ -29,7 +30,10 @@ from .apply import StreamApplier
 from .compile import compile_pg_view
 from .served import copy_rows
 from .state import SLOT_PATTERN, PgContext, PgView
-from .stream import StreamReader
+
+#: changes staged per view before its feed stops reading (and, after a second, lets go of its
+#: connection until the session catches up: see :mod:`ivm_layer.io.postgres.feed`)
+STAGED_CHANGES = 100_000
 
 
 class EngineValueError(IVMError):
@@ -301,8 +305,9 @@ class ViewCatalog:
                 raise
             return st
 
-        vs.reader = StreamReader(reopen, stream, vs.name, slot, vs.applied_lsn,
-                                 reconnect_seconds=self.ctx.reconnect_seconds).start()
+        vs.reader = ChangeFeed(reopen, slot, vs.applied_lsn, stream=stream, name=vs.name,
+                               max_staged=STAGED_CHANGES, release_when_full=True,
+                               reconnect_seconds=self.ctx.reconnect_seconds)
 
     # -- dropping -----------------------------------------------------------------------------
     def drop_skipped(self, name: str) -> None:
