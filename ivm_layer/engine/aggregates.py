@@ -627,7 +627,7 @@ class AggregateView:
         self.apply({table: [(row, 1)]})
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
-        """One row, −1 (UpdateError if absent, nothing changed): as :meth:`insert`."""
+        """One row, −1 (UpdateError if absent, nothing changed). Cost: as :meth:`insert`."""
         self.apply({table: [(row, -1)]})
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
@@ -636,7 +636,8 @@ class AggregateView:
         self._apply(batch)
 
     def diff(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> Change:
-        """:meth:`apply`, returning the view's consolidated change (one entry per changed group row)."""
+        """:meth:`apply`, returning the view's consolidated change (one entry per changed group row).
+        Cost: as :meth:`apply`."""
         return self._apply(batch)
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:

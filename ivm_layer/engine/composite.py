@@ -98,7 +98,7 @@ class CompositeView:
         self.apply({table: [(row, 1)]})
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
-        """One row, −1 (UpdateError if absent, nothing changed): as :meth:`insert`."""
+        """One row, −1 (UpdateError if absent, nothing changed). Cost: as :meth:`insert`."""
         self.apply({table: [(row, -1)]})
 
     def apply(self, batch: Mapping) -> None:
