@@ -58,6 +58,8 @@ from .conninfo import is_retryable
 from .pgoutput import PgOutputDecoder, PgOutputError, Transaction
 from .replication import PostgresError, ReplicationStream
 
+#: reconnects are logged here at INFO (a session's feed: its user sees a stopped view only
+#: when the retry budget is spent); the daemon's feed logs them to its own log, as warnings
 log = logging.getLogger("ivm_layer.feed")
 
 #: the walsender's ``logical_decoding_work_mem`` for the daemon: a ``source`` sink's batch (one
@@ -120,7 +122,7 @@ class ChangeFeed:
                  stream: ReplicationStream | None = None, name: str | None = None,
                  max_staged: int = 100_000, release_when_full: bool = False, confirm_idle: bool = False,
                  committed_source: Callable[[], int | None] | None = None,
-                 reconnect_seconds: float = 60.0):
+                 reconnect_seconds: float = 60.0, logger: logging.Logger | None = None):
         self.open_stream = open_stream
         self.slot = slot
         self.name = name or slot
@@ -129,6 +131,7 @@ class ChangeFeed:
         self.confirm_idle = confirm_idle
         self.committed_source = committed_source
         self.reconnect_seconds = reconnect_seconds
+        self._log, self._level = (logger, logging.WARNING) if logger is not None else (log, logging.INFO)
         self._cond = threading.Condition()
         self._txns: deque[Transaction] = deque()
         self._staged = 0                    # Σ _weight of the staged transactions
@@ -241,7 +244,8 @@ class ChangeFeed:
                     if self._rs is None:
                         self._rs = self.open_stream(self.committed)
                         self.reconnects += 1
-                        log.info("replication stream of slot %s (re)connected at %X", self.slot, self.committed)
+                        self._log.log(self._level, "replication stream of slot %s (re)connected at %X",
+                                      self.slot, self.committed)
                     failing_since, delay = None, 0.1
                     self._pump(self._rs)
                 except _Release:
@@ -262,8 +266,8 @@ class ChangeFeed:
                             f"the replication connection of slot {self.slot} was lost and could not be "
                             f"re-established within {self.reconnect_seconds:.0f} s ({e})"))
                         return
-                    log.warning("replication stream of slot %s broke (%s); reconnecting", self.slot,
-                                str(e).splitlines()[0] if str(e) else type(e).__name__)
+                    self._log.log(self._level, "replication stream of slot %s broke (%s); reconnecting", self.slot,
+                                  str(e).splitlines()[0] if str(e) else type(e).__name__)
                     self._stop.wait(delay)
                     delay = min(delay * 2, 2.0)
         finally:
@@ -364,4 +368,4 @@ def daemon_feed(url: str, slot: str, publication: str, start_lsn: int, max_stage
     source = (lambda: committed_offset(spark_checkpoint)) if spark_checkpoint else None
     return ChangeFeed(open_stream, slot, start_lsn, stream=stream, max_staged=max_staged,
                       confirm_idle=True, committed_source=source,
-                      reconnect_seconds=DAEMON_RECONNECT_SECONDS)
+                      reconnect_seconds=DAEMON_RECONNECT_SECONDS, logger=logging.getLogger("ivm.daemon"))

@@ -1,7 +1,7 @@
 """What a PostgreSQL session knows: its context, per-view state, names and errors.
 
-Shared by :mod:`.postgres` (the session), :mod:`.pg_views` (view lifecycle and catalog)
-and :mod:`.pg_apply` (applying the stream, checkpoints).
+Shared by :mod:`.session` (the session), :mod:`.views` (view lifecycle and catalog)
+and :mod:`.apply` (applying the stream, checkpoints).
 """
 
 from __future__ import annotations
