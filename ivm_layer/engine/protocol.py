@@ -1,10 +1,12 @@
 """``View``: the interface every incremental view of the engine satisfies, declared once.
 
-Nine classes implement it — :class:`~.view.View` (select–project–join), its subclasses
+Twelve classes implement it — :class:`~.view.View` (select–project–join), its subclasses
 :class:`~.static.StaticView` (static tables) and :class:`~.lookup.ParamView` (input
 parameters), :class:`~.aggregates.AggregateView` (``GROUP BY``), and the composite views
 (:class:`~.composite.CompositeView`'s :class:`~.project.ProjectView`,
-:class:`~.union.SetOpView`, :class:`~.semijoin.SemiJoinView`, :class:`~.nested.NestedView`) —
+:class:`~.union.SetOpView`, :class:`~.semijoin.SemiJoinView`, :class:`~.nested.NestedView`,
+:class:`~.outerjoin.JoinView` (join trees with outer joins), :class:`~.window.WindowView`
+(window functions, Top-N) and :class:`~.constant.ConstantInputs` (``VALUES``, constants)) —
 and :func:`ivm_layer.compile_view` returns one of them. ``ivm_layer.View`` is this protocol
 (``runtime_checkable``: ``isinstance(view, ivm_layer.View)`` holds for each of them), as
 psycopg declares its connection classes in ``abc.py``. Callers — the sessions, the daemon,

@@ -284,9 +284,22 @@ def test_every_view_class_is_an_ivm_view():
                "SELECT q.k, q.c FROM (SELECT r.k, COUNT(*) AS c FROM r GROUP BY r.k) q JOIN s ON q.k = s.k",
                "SELECT r.a, s.b FROM r JOIN s ON r.k = s.k WHERE r.a = $p"]
     views = [compile_view(q, SCHEMA) for q in queries] + [compile_view(VIEWS["st"], SCHEMA, static=("n",))]
+    # join trees with outer joins, window functions, constant inputs (main's later view classes)
+    tree = compile_view("SELECT r.a, s.b, n.name FROM r LEFT JOIN s ON r.k = s.k LEFT JOIN n ON r.k = n.k", SCHEMA)
+    later = [tree.inner,
+             compile_view("SELECT r.k, r.a, ROW_NUMBER() OVER (PARTITION BY r.k ORDER BY r.a) AS rn FROM r", SCHEMA),
+             compile_view("SELECT r.a, v.x FROM r JOIN (VALUES (1), (2)) AS v(x) ON r.a = v.x", SCHEMA)]
+    views += later
     kinds = {type(v).__name__ for v in views}
     assert kinds == {"View", "AggregateView", "SetOpView", "SemiJoinView", "ProjectView", "NestedView",
-                     "ParamView", "StaticView"}
+                     "ParamView", "StaticView", "JoinView", "WindowView", "ConstantInputs"}
+    for v in later:   # commit(notify=False) leaves the subscribers to the caller (the ViewSet)
+        heard: list = []
+        v.subscribe(heard.append)
+        change = v.commit(v.prepare({"r": [((1, 1), 1)]}), want_change=True, notify=False)
+        assert change and heard == []
+        v.apply({"r": [((2, 2), 1)]})
+        assert len(heard) == 1, type(v).__name__
     assert all(isinstance(v, ivm_layer.View) for v in views)
     assert not isinstance(object(), ivm_layer.View)
     for v in views:

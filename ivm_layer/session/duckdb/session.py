@@ -110,8 +110,7 @@ class Session(SessionBase):
         # the database's own name: memory.t, memory.main.t name table t (router.route)
         self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
-        reads.warm_up(background=True)
-        self._catalog.load_catalog()
+        self._catalog.load_catalog()   # pyarrow is loaded when a served view needs it, not before
 
     # -- public API ---------------------------------------------------------------------
     def sync(self) -> None:

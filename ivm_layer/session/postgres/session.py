@@ -146,6 +146,9 @@ class PostgresSession(SessionBase):
         PostgreSQL's errors are raised as :class:`SQLError`. Rows written reach the views
         like any other write (a SELECT of a view syncs after the session's own writes)."""
         self._check_open()
+        names = self._names.find(statement) if self._views else []
+        if names:               # COPY (SELECT … FROM view) TO STDOUT reads the served TEMP tables
+            self._refresh_served(names)
         return self._user.copy(statement)
 
     def sync(self, timeout: float = 60.0) -> None:
@@ -279,6 +282,9 @@ class PostgresSession(SessionBase):
 
     def _dispatch(self, text: str, params) -> Cursor:
         if COPY_STDIO.match(text):
+            names = self._names.find(text) if self._views else []
+            if names:
+                self._refresh_served(names)
             return self._user.copy_statement(text, params)
         r = route(text, self._catalogs)
         kind = r.kind
@@ -326,15 +332,28 @@ class PostgresSession(SessionBase):
             self._user.forget_served(self._views.values())
             return self._serve_once(r, names, params)
 
-    def _serve_once(self, r, names: list[str], params) -> Cursor:
+    def _catch_up(self, names: list[str]) -> None:
+        """Apply what has arrived (after the session's own writes, wait for them) and check
+        that the views ``names`` are running."""
         user = self._user
-        in_txn = user.in_txn()
-        if user.dirty and not in_txn:
+        if user.dirty and not user.in_txn():
             self.sync()             # read your own committed writes
         else:
             self.poll()
         for n in names:
             self._check_stopped(self._views[n])
+
+    def _refresh_served(self, names: list[str]) -> None:
+        """Bring the TEMP tables of the served views ``names`` up to date (caught up first)."""
+        self._catch_up(names)
+        for n in names:
+            if not self._views[n].materialized:
+                self._user.refresh_temp(self._views[n], self._views.values())
+
+    def _serve_once(self, r, names: list[str], params) -> Cursor:
+        user = self._user
+        in_txn = user.in_txn()
+        self._catch_up(names)
         if not (in_txn and user.txn_wrote) and r.kind == "read" and params is None and len(names) == 1:
             cur = engine_answer(user, self._shapes, r.text, self._views[names[0]])
             if cur is not None:
