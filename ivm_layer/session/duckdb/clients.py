@@ -22,7 +22,8 @@ import contextlib
 from collections.abc import Iterator
 
 from ...errors import UnsupportedSQLError
-from ..core import Cursor, notify
+from ...maintain.changes import Changes
+from ..core import Cursor
 from ..router import Route
 from .views import DuckViews
 from .writes import DuckWriter
@@ -54,7 +55,7 @@ class _Collecting(DuckWriter):
     """A writer whose captured changes are kept for the commit instead of applied."""
 
     def __init__(self, conn, views: DuckViews, kept: list):
-        super().__init__(conn, _Detached(views), {})
+        super().__init__(conn, _Detached(views))
         self.kept = kept
 
     def apply(self, changes, undo) -> None:
@@ -73,7 +74,7 @@ class ClientTransaction:
     def __init__(self, views: DuckViews, conn):
         self.views = views
         self.conn = conn
-        self._kept: list[dict] = []
+        self._kept: list[Changes] = []
         self._writer = _Collecting(conn, views, self._kept)
 
     @property
@@ -84,11 +85,11 @@ class ClientTransaction:
         """Run a write to a tracked table in the transaction and keep what it changed."""
         return self._writer.write(r, params, [])
 
-    def changes(self) -> dict[str, list[tuple[tuple, int]]]:
-        out: dict[str, list[tuple[tuple, int]]] = {}
+    def changes(self) -> Changes:
+        """What the block changed so far, consolidated. O(its changes)."""
+        out = Changes()
         for batch in self._kept:
-            for t, rows in batch.items():
-                out.setdefault(t, []).extend(rows)
+            out.merge(batch)
         return out
 
     @contextlib.contextmanager
@@ -99,11 +100,10 @@ class ClientTransaction:
         changes = self.changes()
         undo: list = []
         if changes:
-            writer = DuckWriter(self.conn, self.views, {})
-            prepared, _ = writer.prepare(changes)
-            for vs, batch, p in prepared:
-                vs.view.commit(p)
-                undo.append((vs, batch))
+            vset = self.views.viewset
+            tables = set(changes)
+            keep = [m for m in vset.members.values() if not (m.static and not m.static.isdisjoint(tables))]
+            vset.commit(vset.prepare(changes, only=keep), undo, quiet=True)   # told to no one
         try:
             yield
         finally:
@@ -116,29 +116,27 @@ class ClientTransaction:
         import duckdb
 
         changes = self.changes()
-        pending: dict = {}
-        writer = DuckWriter(self.conn, self.views, pending)
+        vset = self.views.viewset
+        writer = DuckWriter(self.conn, self.views)
         undo: list = []
         try:
-            prepared, rebuild = writer.prepare(changes) if changes else ([], [])
-            writer.commit(prepared, [], undo)
+            if changes:   # every view prepared (static-table readers rebuilt aside), then committed
+                writer.commit(vset.prepare(changes), undo)
             self.conn.commit()
         except BaseException:
             DuckWriter.undo(undo)
+            vset.discard()
             with contextlib.suppress(duckdb.Error):
                 self.conn.rollback()
             raise
         finally:
             self._kept.clear()
-        for vs in rebuild:       # reads the committed tables through the session's connection
-            self.views.rebuild(vs, [])
         for t, rows in changes.items():
             cap = self.views.captures.get(t)
             if cap is not None and cap.lazy:
-                cap.note([r for r, k in rows for _ in range(k)], 1, False)
-                cap.note([r for r, k in rows for _ in range(-k)], -1, False)
-        for vs, change in pending.items():
-            notify(vs, [(r, k) for r, k in change.items() if k])
+                cap.note([r for r, k in rows.items() for _ in range(k)], 1, False)
+                cap.note([r for r, k in rows.items() for _ in range(-k)], -1, False)
+        vset.notify()            # subscribers are told after DuckDB committed
 
     def rollback(self) -> None:
         import duckdb
