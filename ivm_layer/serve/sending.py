@@ -106,6 +106,8 @@ class Sending:
         try:
             it = res.rows
             while True:
+                if res.rows is not it:     # spilled while a send waited (_on_wait): go on from the spool
+                    it = res.rows
                 if max_rows and n >= max_rows:
                     try:
                         first = next(it)
@@ -168,8 +170,13 @@ class Sending:
         if out.header:
             self.out.send(codec.copy_data(copy_line([c.name.encode() for c in res.columns], out)))
         self._result = res
+        res.rows = iter(res.rows)
         try:
-            for row in res.rows:
+            while True:
+                try:
+                    row = next(res.rows)   # res.rows, not a held iterator: a spill replaces it
+                except StopIteration:
+                    break
                 if row is FLUSH:
                     self.out.flush()
                     continue

@@ -237,3 +237,34 @@ def test_non_loopback_without_auth_is_refused(tmp_path):
                           "--auth", "scram-sha-256"], cwd=ROOT, capture_output=True, text=True, timeout=120,
                          env={"PATH": "/usr/bin:/bin"})
     assert res.returncode == 1 and "needs --users FILE or IVM_SERVE_PASSWORD" in res.stderr
+
+
+def test_a_reader_that_stops_reading_never_blocks_writers(served):
+    """A client reads a little of a big served-view result and stops reading (its socket stays
+    open): the server is back-pressured (bounded buffers), a writer of the view's table still
+    commits at once (the stalled result is spilled), and the reader, once it reads again, gets
+    the whole result as of its start."""
+    with psycopg.connect(served.url(), autocommit=True) as c:
+        c.execute("CREATE TABLE wide (id BIGINT, pad VARCHAR)")
+        c.execute("INSERT INTO wide SELECT i, repeat('x', 100) || i FROM range(30000) t(i)")
+        c.execute("CREATE INCREMENTAL VIEW wide_v AS SELECT id, pad FROM wide WHERE id >= 0")
+    s = _raw(served.port)
+    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 65536)     # fixed: no window autotuning
+    s.sendall(codec.frontend(m.Query("SELECT * FROM wide_v")))
+    got = bytearray(s.recv(4096))
+    time.sleep(0.5)                                  # ~3.5 MB of rows: more than the buffers hold (~1 MB)
+    t0 = time.monotonic()
+    with psycopg.connect(served.url(), autocommit=True) as c:
+        c.execute("SET statement_timeout = '20s'")
+        c.execute("INSERT INTO wide VALUES (-1, 'not in the view'), (30000, 'new')")
+        assert c.execute("SELECT count(*) FROM wide_v").fetchone() == (30001,)
+    assert time.monotonic() - t0 < 10
+    s.settimeout(30)
+    while got[-6:-1] != b"Z\x00\x00\x00\x05":          # until ReadyForQuery
+        chunk = s.recv(1 << 20)
+        assert chunk, "the server closed the stalled reader's connection"
+        got += chunk
+    s.close()
+    msgs = list(codec.backend_messages(bytes(got)))
+    assert sum(1 for k, _ in msgs if k == "D") == 30000      # as of the read's start
+    assert any(k == "C" and b"SELECT 30000" in body for k, body in msgs)
