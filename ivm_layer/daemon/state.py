@@ -33,7 +33,7 @@ from pathlib import Path
 
 from ..compile import compile_view
 from ..engine.view import Change, View
-from ..errors import IVMError, UpdateError
+from ..errors import IVMError, StateError, UpdateError
 from ..maintain import checkpoint as ckpt
 from ..sql.statements import CreateIncrementalView, classify, split_statements
 
@@ -41,10 +41,6 @@ log = logging.getLogger("ivm_layer.daemon")
 
 #: ``{table: {row: k}}`` — a consolidated batch of changes
 Changes = dict[str, dict[tuple, int]]
-
-
-class StateError(IVMError):
-    """The checkpoint directory cannot be used (other views, unreadable files)."""
 
 
 @dataclass

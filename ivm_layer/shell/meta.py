@@ -7,16 +7,12 @@ import shlex
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import IVMError
+from ..errors import ShellError
 from .redact import mask
 from .render import render_result
 
 if TYPE_CHECKING:
     from .context import ShellContext
-
-
-class ShellError(IVMError):
-    """A meta-command was misused (unknown command, bad argument, missing file)."""
 
 
 class QuitShell(Exception):

@@ -15,11 +15,9 @@ import contextlib
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...compile import compile_view
-from ...engine.view import View
-from ...errors import IVMError, SQLError
+from ...errors import CatalogWarning, IVMError, SourceGoneError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
 from ...sql.statements import CreateIncrementalView, classify
@@ -27,17 +25,12 @@ from ..core import ViewStateBase, dedupe_names
 from . import reads
 from .tables import arrow_type, bulk_insert
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
+
 quote = duck.quote
 log = logging.getLogger("ivm_layer.session")
 MARKER = "ivm-layer: incremental materialized view"
-
-
-class SourceGoneError(IVMError):
-    """A table an incremental view reads was dropped or replaced behind the session's back."""
-
-
-class CatalogWarning(UserWarning):
-    """A catalog row could not be resumed; its view is stopped, the others work."""
 
 
 @dataclass(eq=False)
@@ -173,6 +166,8 @@ class DuckViews:
 
     @staticmethod
     def compile(st: CreateIncrementalView, schema: dict, sql: str):
+        from ...compile import compile_view  # the engine loads with the first view
+
         static = tuple(getattr(st, "static", ()) or ())
         if static:
             return compile_view(sql, schema, dialect="duckdb", static=static)

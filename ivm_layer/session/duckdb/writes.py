@@ -14,7 +14,7 @@ from itertools import repeat
 from ...errors import UpdateError
 from ...io.duckdb import capture as duck
 from ...io.duckdb.capture import SETTLE_AT as duck_settle_at
-from ..core import Cursor
+from ..results import RowsResult as Cursor
 from ..router import Route
 from .tables import run, write_change
 from .views import DuckViews, Rebuilt, quote

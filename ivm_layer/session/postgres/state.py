@@ -15,7 +15,12 @@ from pathlib import Path
 from typing import Any
 
 from ...engine.view import View
-from ...errors import IVMError
+from ...errors import (  # noqa: F401 - defined there, importable here
+    LagWarning,
+    SourceChangedError,
+    ViewStoppedError,
+    ViewStoppedWarning,
+)
 from ...io.postgres.conninfo import ControlConnection, DatabaseIdentity
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import CheckpointStore
@@ -28,23 +33,6 @@ SYNC_PREFIX = "ivm-layer-sync"
 UNIT_COLUMN = "ivm_unit"           # the engine's column of a table read for its row count only
 SLOT_PATTERN = re.compile(r"ivm_[a-z0-9_]{1,59}")
 SESSION_PATTERN = re.compile(r"[A-Za-z0-9_]{1,40}")
-
-
-class SourceChangedError(IVMError):
-    """A source table changed in a way the view cannot follow (a used column dropped or
-    retyped, replica identity lost): the view is stopped; drop and re-create it."""
-
-
-class ViewStoppedError(IVMError):
-    """A read of a view that was stopped (its cause is chained and in the message)."""
-
-
-class ViewStoppedWarning(UserWarning):
-    """A view stopped while the session applied changes; its own reads raise from now on."""
-
-
-class LagWarning(UserWarning):
-    """A view's replication slot retains more WAL than ``lag_warning_bytes``."""
 
 
 def sanitize(s: str) -> str:

@@ -31,7 +31,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from ...errors import IVMError
+from ...errors import IVMError, ReplicationError
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import PgOutputDecoder, Transaction
 
@@ -40,11 +40,6 @@ QUEUE_TRANSACTIONS = 20_000      # decoded transactions buffered per view before
 
 class _Paused(Exception):
     """The reader let go of its connection while the queue was full."""
-
-
-class ReplicationError(IVMError):
-    """A view's replication stream failed for good (slot dropped, server unreachable for
-    longer than the retry budget, missing privileges): the view is stopped."""
 
 
 class StreamReader:

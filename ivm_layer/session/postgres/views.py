@@ -18,7 +18,7 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
-from ...errors import IVMError, SQLError
+from ...errors import CatalogError, EngineValueError, IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import lsn_str
@@ -29,10 +29,6 @@ from .compile import compile_pg_view
 from .served import copy_rows
 from .state import SLOT_PATTERN, PgContext, PgView
 from .stream import StreamReader
-
-
-class EngineValueError(IVMError):
-    """The engine could not evaluate a view's definition over the tables' values."""
 
 
 def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
@@ -48,10 +44,6 @@ def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
     except Exception as e:  # noqa: BLE001 - reported in the user's terms
         raise EngineValueError(f"incremental view {vs.name!r}: the engine cannot evaluate its definition over "
                                f"the tables' values ({type(e).__name__}: {e})") from None
-
-
-class CatalogError(IVMError):
-    """A name, slot or publication belongs to something else: nothing was changed."""
 
 
 class ViewCatalog:
