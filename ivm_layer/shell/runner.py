@@ -28,16 +28,14 @@ _SCHEMA_WORDS = {"CREATE", "DROP", "ALTER", "ATTACH", "DETACH", "IMPORT", "USE",
 
 
 def database_errors() -> tuple[type[BaseException], ...]:
-    """The exception types that are a statement's failure, not the shell's."""
-    import duckdb
-
-    errors: list[type[BaseException]] = [IVMError, duckdb.Error]
-    try:
-        import psycopg
-    except ImportError:  # PostgreSQL support not installed: DuckDB only
-        pass
-    else:
-        errors.append(psycopg.Error)
+    """The exception types that are a statement's failure, not the shell's: the layer's (the
+    sessions translate the drivers' errors), and the drivers' own for what the shell runs
+    directly on a connection (psycopg only if a PostgreSQL session loaded it)."""
+    errors: list[type[BaseException]] = [IVMError]
+    for name in ("duckdb", "psycopg"):
+        module = sys.modules.get(name)
+        if module is not None:
+            errors.append(module.Error)
     return tuple(errors)
 
 
