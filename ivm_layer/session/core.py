@@ -74,8 +74,14 @@ class SessionBase:
     dialect = "duckdb"
     _views: dict
     _closed: bool
+    _last: Cursor | None = None      # the cursor of the last session.execute (DuckDB-style fetches)
 
     # -- PEP 249 connection methods -------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
     def cursor(self) -> Cursor:
         """A new cursor of this session (PEP 249)."""
         self._check_open()
@@ -174,7 +180,10 @@ class SessionBase:
         if len(texts) != 1:
             raise ProgrammingError(f"executemany() takes exactly one statement, got {len(texts)}",
                                    sqlstate="42P02")
-        return self._guarded(self._execute_many, texts[0], list(seq_of_params))
+        seq = list(seq_of_params)
+        if not seq:
+            return RowsResult(None, [], 0)
+        return self._guarded(self._execute_many, texts[0], seq)
 
     def _guarded(self, fn, *args) -> Result:
         try:

@@ -87,6 +87,11 @@ class Cursor:
     def closed(self) -> bool:
         return self._closed
 
+    def holds(self, result: Result | None) -> bool:
+        """Whether ``result`` is this cursor's current result (the session asks, to know what
+        the caller may still read)."""
+        return result is not None and self._result is result
+
     # -- rows --------------------------------------------------------------------------------
     def fetchone(self) -> tuple | None:
         """The next row, or ``None`` after the last."""

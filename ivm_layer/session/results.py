@@ -7,8 +7,9 @@
   returns; ``fetchone``/``fetchmany`` pull from DuckDB as they go (the first row of a 2M-row
   ``SELECT`` costs what it costs in DuckDB), ``df()``/``arrow()``/``fetch_record_batch()``
   hand the rows left to DuckDB's columnar converters (no Python tuples). A DuckDB connection
-  holds one pending result: before the session runs anything else on it, :meth:`detach`
-  reads the rows left into Python (O(rows left), paid only when results are interleaved).
+  holds one pending result: before the session runs anything else on it, a result that a
+  cursor still holds is read out into Python (:meth:`DuckResult.detach`, O(rows left), paid
+  only when results are interleaved); one no cursor holds any more is simply dropped.
 - :class:`PgResult`: psycopg's cursor. Its rows arrived with the statement (a client-side
   cursor); each is converted to Python only when fetched.
 
@@ -131,17 +132,15 @@ class RowsResult(Result):
 
 
 class DuckResult(Result):
-    """DuckDB's pending result on ``conn``, streamed (see the module docstring). ``on_done``
-    runs once when the result is exhausted, closed or detached (the session unregisters what
-    the statement needed)."""
+    """DuckDB's pending result on ``conn``, streamed (see the module docstring)."""
 
-    def __init__(self, conn, description, on_done: Callable[[], None] | None = None):
+    def __init__(self, conn, description):
         self.description = description
         self._conn = conn
-        self._on_done = on_done
-        self._rest: RowsResult | None = None      # set once detached
-        self._batches: list | None = None         # a handed-out reader's batches, once detached
-        self._live_reader = None
+        self._rest: RowsResult | None = None      # set once DuckDB has nothing more for us
+        self._reader = None                       # a handed-out reader still reading DuckDB
+        self._batches: list | None = None         # ... its batches, read out by detach()
+        self._error: Error | None = None          # what reading out failed with
 
     # -- fetching --------------------------------------------------------------------------
     def fetchone(self) -> tuple | None:
@@ -149,7 +148,7 @@ class DuckResult(Result):
             return self._rest.fetchone()
         row = self._call(self._conn.fetchone)
         if row is None:
-            self._finish()
+            self._done()
         return row
 
     def fetchmany(self, size: int) -> list[tuple]:
@@ -157,100 +156,101 @@ class DuckResult(Result):
             return self._rest.fetchmany(size)
         rows = self._call(self._conn.fetchmany, size)
         if len(rows) < size:
-            self._finish()
+            self._done()
         return rows
 
     def fetchall(self) -> list[tuple]:
         if self._rest is not None:
             return self._rest.fetchall()
         rows = self._call(self._conn.fetchall)
-        self._finish()
+        self._done()
         return rows
 
     def arrow(self):
         if self._rest is not None:
             return self._rest.arrow()
         conn = self._conn
-        to_table = getattr(conn, "to_arrow_table", None) or conn.fetch_arrow_table
-        table = self._call(to_table)
-        self._finish()
+        table = self._call(getattr(conn, "to_arrow_table", None) or conn.fetch_arrow_table)
+        self._done()
         return table
 
     def df(self):
         if self._rest is not None:
             return self._rest.df()
         out = self._call(self._conn.df)
-        self._finish()
+        self._done()
         return out
 
     def reader(self, batch_rows: int):
-        """DuckDB's record batch reader, wrapped so that the batches survive a later statement
-        of the session (they are read out first, see :meth:`detach`)."""
+        """DuckDB's record batch reader, wrapped so that its batches survive a later statement
+        of the session (:meth:`detach` reads them out first)."""
         import pyarrow as pa
 
         if self._rest is not None:
             return self._rest.reader(batch_rows)
         conn = self._conn
-        to_reader = getattr(conn, "to_arrow_reader", None) or conn.fetch_record_batch
-        inner = self._call(to_reader, batch_rows)
-        self._live_reader = inner
-        self._rest = RowsResult(self.description, [], self.rowcount)   # the reader has every row
+        inner = self._call(getattr(conn, "to_arrow_reader", None) or conn.fetch_record_batch, batch_rows)
+        self._reader = inner
+        self._done()                              # every row belongs to the reader now
 
         def batches() -> Iterator:
             while True:
-                if self._batches is not None:          # detached: read out already
+                if self._batches is not None:     # detached: read out already
                     yield from self._batches
                     self._batches = []
                     return
                 try:
                     batch = self._call(inner.read_next_batch)
                 except StopIteration:
-                    self._finish()
+                    self._reader = None
                     return
                 yield batch
 
         return pa.RecordBatchReader.from_batches(inner.schema, batches())
 
     # -- life cycle --------------------------------------------------------------------------
+    @property
+    def pending(self) -> bool:
+        """Whether DuckDB still holds rows of this result."""
+        return self._rest is None or (self._reader is not None and self._batches is None)
+
     def detach(self) -> None:
-        """Read the rows left into Python before the connection runs another statement."""
+        """Read the rows left into Python before the connection runs another statement (O(rows
+        left)); an error while reading is kept for the next fetch of this result, not raised
+        into the statement that comes next."""
         if not self.pending:
             return
-        if self._live_reader is not None:
-            if self._batches is None:
-                self._batches = list(self._call(self._live_reader.read_all).to_batches())
-            self._live_reader = None
-        elif self._rest is None:
-            self._rest = RowsResult(self.description, self._call(self._conn.fetchall), self.rowcount)
-        self._finish()
+        try:
+            if self._reader is not None:
+                self._batches = list(self._call(self._reader.read_all).to_batches())
+            else:
+                self._rest = RowsResult(self.description, self._call(self._conn.fetchall), self.rowcount)
+        except Error as e:
+            self._error = e
+            self._batches = []
+        self._reader = None
+        self._done()
 
     def close(self) -> None:
         self._rest = RowsResult(self.description, [], self.rowcount)
         self._batches = []
-        self._live_reader = None
-        self._finish()
+        self._reader = None
 
-    @property
-    def pending(self) -> bool:
-        """Whether DuckDB still holds rows of this result."""
-        return self._on_done is not None or (self._rest is None) or self._live_reader is not None
-
-    def _finish(self) -> None:
+    def _done(self) -> None:
         if self._rest is None:
             self._rest = RowsResult(self.description, [], self.rowcount)
-        done, self._on_done = self._on_done, None
-        if done is not None:
-            done()
 
     def _call(self, fn, *args):
         import duckdb
 
+        if self._error is not None:
+            raise self._error
         try:
             with warnings.catch_warnings():
                 warnings.filterwarnings("ignore", "Arrow output on a DB-API result", UserWarning)
                 return fn(*args)
         except duckdb.Error as e:
-            self._finish()
+            self._done()
             raise from_driver(e) from e
 
 

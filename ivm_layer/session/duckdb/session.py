@@ -38,6 +38,7 @@ when it connects; a row that fails the checks stops that view alone.
 from __future__ import annotations
 
 import contextlib
+import weakref
 from typing import TYPE_CHECKING, Any, Self
 
 from ...errors import (
@@ -135,7 +136,8 @@ class Session(SessionBase):
         self._closed = False
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
         self._live: dict[str, reads.LiveRows] = {}  # served view -> its registered rows
-        self._active: DuckResult | None = None    # the result DuckDB is streaming
+        self._active: weakref.ref | None = None   # the result DuckDB is streaming, while held
+        self._after_result: list = []             # what to unregister once it is done with
         try:
             # replacement scans find the caller's DataFrames even though the session's own
             # frames stand between the caller and DuckDB
@@ -214,9 +216,10 @@ class Session(SessionBase):
     def close(self) -> None:
         """Close the session and its DuckDB connection; later calls raise InterfaceError."""
         if not self._closed:
-            if self._active is not None:
-                self._active.close()
-                self._active = None
+            active = self._active() if self._active is not None else None
+            if active is not None:
+                active.close()
+            self._active = None
             self._closed = True
             self._conn.close()
 
@@ -247,9 +250,24 @@ class Session(SessionBase):
         return self._in_txn
 
     def _settle(self) -> None:
-        active, self._active = self._active, None
+        """Free the connection from the result DuckDB is streaming: read out if a cursor still
+        holds it (the last ``session.execute`` cursor counts only if the caller kept it), then
+        unregister what its statement needed."""
+        if self._active is None:
+            return
+        ref, self._active = self._active, None
+        last = self._last
+        if last is not None and last.holds(ref()):
+            self._last = None                 # our reference alone must not keep it alive
+            keep = weakref.ref(last)
+            del last
+            self._last = keep()
+        active = ref()
         if active is not None:
             active.detach()
+        done, self._after_result = self._after_result, []
+        for fn in done:
+            fn()
 
     def _translate(self, exc: BaseException) -> Error | None:
         import duckdb
@@ -273,7 +291,7 @@ class Session(SessionBase):
         self._conn.register(_PARAMS, table)
         try:
             res = self._execute_one(sql, None)
-            res.detach()
+            res.detach()              # RETURNING rows of an untracked table: read before unregistering
         finally:
             self._active = None
             with contextlib.suppress(Exception):
@@ -299,7 +317,7 @@ class Session(SessionBase):
     def _execute_one(self, text: str, params) -> Result:
         res = self._dispatch(text, params)
         if isinstance(res, DuckResult):
-            self._active = res
+            self._active = weakref.ref(res)
         return res
 
     def _dispatch(self, text: str, params) -> Result:
@@ -389,11 +407,13 @@ class Session(SessionBase):
                 self._conn.register(lk.name, reads.reader(rows, vs.schema))
                 registered.append(lk.name)
             self._check_served(list(self._catalog.names.counts(sql)))
-            res = run(self._conn, sql, None, lazy=True, on_done=unregister)
+            res = run(self._conn, sql, None, lazy=True)
         except BaseException:
             unregister()
             raise
-        if not isinstance(res, DuckResult):
+        if isinstance(res, DuckResult):
+            self._after_result.append(unregister)   # the stream reads the lookups as it goes
+        else:
             unregister()
         return res
 

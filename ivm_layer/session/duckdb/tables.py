@@ -12,27 +12,20 @@ from ...io.duckdb.capture import quote
 from ..results import DuckResult, Result, RowsResult
 
 
-def run(conn, text: str, params, lazy: bool = False, on_done=None) -> Result:
+def run(conn, text: str, params, lazy: bool = False) -> Result:
     """Run one statement. ``lazy``: its rows stay in DuckDB and stream as they are fetched
-    (:class:`DuckResult`, ``on_done`` called when it is finished); otherwise they are
-    fetched now. A write's row count (DuckDB's one-row ``Count`` result) is always fetched."""
+    (:class:`DuckResult`); otherwise they are fetched now. A write's row count (DuckDB's
+    one-row ``Count`` result) is always fetched."""
     res = conn.execute(text, params) if params is not None else conn.execute(text)
     desc = res.description
     if desc is None:
-        if on_done is not None:
-            on_done()
         return RowsResult(None, [], -1)
     if len(desc) == 1 and desc[0][0] == "Count":
         rows = res.fetchall()
-        if on_done is not None:
-            on_done()
         return RowsResult(desc, rows, rows[0][0] if len(rows) == 1 else -1)
     if lazy:
-        return DuckResult(res, desc, on_done)
-    rows = res.fetchall()
-    if on_done is not None:
-        on_done()
-    return RowsResult(desc, rows, -1)
+        return DuckResult(res, desc)
+    return RowsResult(desc, res.fetchall(), -1)
 
 
 def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple, int]],
