@@ -116,8 +116,13 @@ class Cursor:
 
     # -- DuckDB's result methods ----------------------------------------------------------------
     def df(self):
-        """The rows not fetched yet as a ``pandas.DataFrame``."""
-        return self._rows().df()
+        """The rows not fetched yet as a ``pandas.DataFrame`` (needs pandas installed)."""
+        rows = self._rows()
+        try:
+            import pandas  # noqa: F401 - only to say what is missing
+        except ImportError:
+            raise InterfaceError("df() needs pandas: pip install pandas") from None
+        return rows.df()
 
     fetchdf = df
     fetch_df = df

@@ -23,6 +23,7 @@ from ..errors import ProgrammingError
 from ..sql.sqltext import skip_literal
 
 _PLACEHOLDER = re.compile(r"\?|\$(\d+)|\$([A-Za-z_][A-Za-z0-9_]*)")
+_INTERESTING = re.compile(r"['\"?$]|--|/\*")      # where a literal, comment or placeholder may start
 _VALUES = re.compile(r"\bVALUES\b", re.IGNORECASE)
 _SPACE = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
 
@@ -45,6 +46,10 @@ def find(text: str, start: int = 0, end: int | None = None) -> list[Placeholder]
     q = 0
     i = start
     while i < end:
+        m = _INTERESTING.search(text, i, end)
+        if m is None:
+            break
+        i = m.start()
         c = text[i]
         if c in "'\"-/$":
             skip = skip_literal(text, i)

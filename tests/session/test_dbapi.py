@@ -266,3 +266,23 @@ def test_driver_errors_carry_sqlstate_and_cause(any_session):
             assert e.value.sqlstate == state, (sql, e.value.sqlstate)
         assert isinstance(e.value, errors.IVMError)
     assert s.execute("SELECT count(*) FROM t").fetchone() == (1,)
+
+
+def test_placeholders_for_psycopg():
+    from ivm_layer.session.placeholders import find, to_psycopg
+
+    sql = "SELECT ?, '?', \"$1\", $$ ? $$, ? -- ?\n /* $x */ FROM t WHERE a LIKE '%x' AND j ?| b"
+    assert [p.key for p in find(sql)] == [0, 1]
+    text, params = to_psycopg(sql, (1, 2))
+    assert text == ("SELECT %s, '?', \"$1\", $$ ? $$, %s -- ?\n /* $x */ FROM t WHERE a LIKE '%%x' AND j ?| b")
+    assert params == [1, 2]
+    assert to_psycopg("SELECT $2, $1, $2", ["a", "b"]) == ("SELECT %s, %s, %s", ["b", "a", "b"])
+    assert to_psycopg("SELECT $name, $name", {"name": 3}) == ("SELECT %(name)s, %(name)s", {"name": 3})
+    assert to_psycopg("SELECT %s", (1,)) == ("SELECT %s", (1,))          # psycopg's own style: as it is
+    assert to_psycopg("SELECT '%'", None) == ("SELECT '%'", None)
+    with pytest.raises(errors.ProgrammingError):
+        to_psycopg("SELECT $a, ?", {"a": 1})
+    with pytest.raises(errors.ProgrammingError):
+        to_psycopg("SELECT $a", [1])
+    with pytest.raises(errors.ProgrammingError):
+        to_psycopg("SELECT ?, ?", [1, 2, 3])
