@@ -20,6 +20,7 @@ streaming come out as :mod:`ivm_layer.errors` classes.
 from __future__ import annotations
 
 import warnings
+import weakref
 from collections.abc import Callable, Iterator
 
 from ..errors import Error, from_driver
@@ -252,6 +253,45 @@ class DuckResult(Result):
         except duckdb.Error as e:
             self._done()
             raise from_driver(e) from e
+
+
+class StreamGuard:
+    """The result DuckDB streams on one connection, held weakly: :meth:`settle` reads it out
+    only if something still holds it, then runs what was to happen after it (unregistering
+    what its statement read)."""
+
+    def __init__(self):
+        self._ref: weakref.ref | None = None
+        self._after: list[Callable[[], None]] = []
+
+    @property
+    def active(self) -> bool:
+        return self._ref is not None
+
+    def track(self, result: DuckResult) -> None:
+        self._ref = weakref.ref(result)
+
+    def current(self) -> DuckResult | None:
+        return self._ref() if self._ref is not None else None
+
+    def after(self, fn: Callable[[], None]) -> None:
+        self._after.append(fn)
+
+    def settle(self) -> None:
+        ref, self._ref = self._ref, None
+        active = ref() if ref is not None else None
+        if active is not None:
+            active.detach()
+        done, self._after = self._after, []
+        for fn in done:
+            fn()
+
+    def close(self) -> None:
+        active = self.current()
+        if active is not None:
+            active.close()
+        self._ref = None
+        self._after = []
 
 
 class PgResult(Result):

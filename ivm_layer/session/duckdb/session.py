@@ -44,18 +44,18 @@ from typing import TYPE_CHECKING, Any, Self
 from ...errors import (
     Error,
     InterfaceError,
-    IVMError,
     NotSupportedError,
     ProgrammingError,
     from_driver,
 )
-from ...io.duckdb import capture as duck
 from ...sql.statements import classify
 from .. import placeholders
 from ..core import Cursor, SessionBase, ViewInfo
-from ..results import DuckResult, Result, RowsResult
+from ..results import DuckResult, Result, RowsResult, StreamGuard
 from ..router import Route, route
 from . import reads
+from .ddl import drop_statement, guard_ddl
+from .serving import ServedViews
 from .tables import run
 from .views import (
     CatalogWarning,
@@ -63,7 +63,6 @@ from .views import (
     SourceGoneError,
     ViewState,
     is_parameterized,
-    quote,
 )
 from .writes import DuckWriter
 
@@ -134,10 +133,8 @@ class Session(SessionBase):
         self._txn_undo: list = []
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
-        self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
-        self._live: dict[str, reads.LiveRows] = {}  # served view -> its registered rows
-        self._active: weakref.ref | None = None   # the result DuckDB is streaming, while held
-        self._after_result: list = []             # what to unregister once it is done with
+        self._served = ServedViews(conn, self._catalog)
+        self._stream = StreamGuard()              # the result DuckDB is streaming, while held
         try:
             # replacement scans find the caller's DataFrames even though the session's own
             # frames stand between the caller and DuckDB
@@ -148,8 +145,8 @@ class Session(SessionBase):
             self._catalog.load_catalog()
         except duckdb_error() as e:
             raise from_driver(e) from e
-        self._sync_live()
-        if self._live:
+        self._served.sync()
+        if self._served.live:
             reads.warm_up(background=True)
 
     # -- public API ---------------------------------------------------------------------
@@ -173,7 +170,7 @@ class Session(SessionBase):
         except duckdb_error() as e:
             raise from_driver(e) from e
         finally:
-            self._sync_live()
+            self._served.sync()
 
     def tables(self) -> dict[str, list[str]]:
         """Tables, views and incremental views of the database with their columns (for
@@ -216,10 +213,7 @@ class Session(SessionBase):
     def close(self) -> None:
         """Close the session and its DuckDB connection; later calls raise InterfaceError."""
         if not self._closed:
-            active = self._active() if self._active is not None else None
-            if active is not None:
-                active.close()
-            self._active = None
+            self._stream.close()
             self._closed = True
             self._conn.close()
 
@@ -253,21 +247,13 @@ class Session(SessionBase):
         """Free the connection from the result DuckDB is streaming: read out if a cursor still
         holds it (the last ``session.execute`` cursor counts only if the caller kept it), then
         unregister what its statement needed."""
-        if self._active is None:
+        if not self._stream.active:
             return
-        ref, self._active = self._active, None
-        last = self._last
-        if last is not None and last.holds(ref()):
+        if self._last is not None and self._last.holds(self._stream.current()):
+            keep = weakref.ref(self._last)
             self._last = None                 # our reference alone must not keep it alive
-            keep = weakref.ref(last)
-            del last
             self._last = keep()
-        active = ref()
-        if active is not None:
-            active.detach()
-        done, self._after_result = self._after_result, []
-        for fn in done:
-            fn()
+        self._stream.settle()
 
     def _translate(self, exc: BaseException) -> Error | None:
         import duckdb
@@ -293,31 +279,16 @@ class Session(SessionBase):
             res = self._execute_one(sql, None)
             res.detach()              # RETURNING rows of an untracked table: read before unregistering
         finally:
-            self._active = None
+            self._stream.settle()
             with contextlib.suppress(Exception):
                 self._conn.unregister(_PARAMS)
         return res
-
-    def _sync_live(self, fresh: tuple[str, ...] = ()) -> None:
-        """Keep one registered :class:`~.reads.LiveRows` per served view (``fresh``: names whose
-        registration the catalog replaced)."""
-        want = {n for n, vs in self._views.items() if vs.error is None and not vs.materialized
-                and vs.schema is not None and not is_parameterized(vs.view)}
-        for n in list(self._live):
-            if n not in want or n in fresh:
-                del self._live[n]
-                with contextlib.suppress(Exception):
-                    self._conn.unregister(reads.rows_name(n))
-        for n in want - self._live.keys():
-            live = reads.LiveRows(self._views, n)
-            self._conn.register(reads.rows_name(n), live)
-            self._live[n] = live
 
     # -- dispatch -----------------------------------------------------------------------
     def _execute_one(self, text: str, params) -> Result:
         res = self._dispatch(text, params)
         if isinstance(res, DuckResult):
-            self._active = weakref.ref(res)
+            self._stream.track(res)
         return res
 
     def _dispatch(self, text: str, params) -> Result:
@@ -335,23 +306,23 @@ class Session(SessionBase):
             try:
                 self._catalog.create(st)
             finally:
-                self._sync_live(fresh=(st.name,))
+                self._served.sync(fresh=(st.name,))
             reads.warm_up(background=True)
             return RowsResult()
         if kind == "drop":
-            return self._drop(r, params)
+            return drop_statement(self._conn, r, params, self._catalog, self._served, self._in_txn)
         mentions = self._catalog.names.counts(text) if self._views else {}
         found = list(mentions)
         if any(is_parameterized(self._views[n].view) for n in found if self._views[n].error is None):
-            return self._lookup_read(r, params, found)
+            return self._served.lookup_read(r.text, r.kind, params, found, self._stream.after)
         if kind == "read" and params is None:
             target = reads.count_target(text)
             vs = self._views.get(target) if target is not None else None
             if vs is not None and not vs.materialized:
-                return self._count(text, self._catalog.healthy(vs))
+                return self._served.count(text, self._catalog.healthy(vs))
         if kind in ("alter", "create_table"):
-            self._guard_ddl(r)
-        self._check_served(found)
+            guard_ddl(r, self._catalog)
+        self._served.check(found)
         if kind in ("insert", "update", "delete", "truncate", "copy_from", "merge"):
             if r.target in self._catalog.captures:
                 if self._in_txn:
@@ -371,68 +342,9 @@ class Session(SessionBase):
                 else:
                     self._autocommit(self._writer.capture_unseen)
             finally:
-                self._sync_live()
+                self._served.sync()
             return cur
         return run(self._conn, text, params, lazy=True)
-
-    def _check_served(self, found: list[str]) -> None:
-        """A statement naming a stopped served view raises the view's error (its registered
-        rows would raise inside DuckDB, in DuckDB's words)."""
-        for n in found:
-            vs = self._views[n]
-            if not vs.materialized:
-                self._catalog.healthy(vs)
-
-    def _lookup_read(self, r: Route, params, found: list[str]) -> Result:
-        """A query of parameterized views: each occurrence becomes the rows of a lookup."""
-        if r.kind != "read":
-            raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
-        from ..lookups import plan_lookups  # sqlglot: loaded for the first lookup read
-
-        pviews = {n: self._views[n] for n in found if is_parameterized(self._views[n].view)}
-        sql, lookups, values = plan_lookups(r.text, pviews, params)
-        inputs = run(self._conn, "SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
-                     params).fetchone() if values else ()
-        registered = []
-
-        def unregister() -> None:
-            for name in registered:
-                with contextlib.suppress(Exception):
-                    self._conn.unregister(name)
-
-        try:
-            for lk in lookups:
-                vs = pviews[lk.view]
-                rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
-                self._conn.register(lk.name, reads.reader(rows, vs.schema))
-                registered.append(lk.name)
-            self._check_served(list(self._catalog.names.counts(sql)))
-            res = run(self._conn, sql, None, lazy=True)
-        except BaseException:
-            unregister()
-            raise
-        if isinstance(res, DuckResult):
-            self._after_result.append(unregister)   # the stream reads the lookups as it goes
-        else:
-            unregister()
-        return res
-
-    def _count(self, text: str, vs: ViewState) -> Result:
-        """``SELECT count(*) FROM v``: DuckDB's result shape over no rows, the engine's count."""
-        desc = self._count_shapes.get(text)
-        if desc is None:
-            live = self._live.get(vs.name)
-            if live is None:
-                raise IVMError(f"internal: served view {vs.name!r} has no registered rows")
-            live.empty = True
-            try:
-                desc = run(self._conn, text, None).description
-            finally:
-                live.empty = False
-            if len(self._count_shapes) > 256:
-                self._count_shapes.clear()
-            self._count_shapes[text] = desc
-        return RowsResult(desc, [(len(vs.view),)])
 
     def _autocommit(self, body):
         """Run ``body(undo)`` in a transaction of its own with the engine side undone when it
@@ -459,53 +371,6 @@ class Session(SessionBase):
         for t, fp in fps.items():
             if t in self._catalog.captures:
                 self._catalog.captures[t].restore(fp)
-
-    # -- DDL ------------------------------------------------------------------------------
-    def _guard_ddl(self, r: Route) -> None:
-        t = r.target
-        if t is None or not (r.kind == "alter" or "or_replace" in r.flags):
-            return
-        if t in self._views:
-            raise ProgrammingError(f"{t!r} is incremental view {t!r}: use DROP VIEW {t} first")
-        if t in self._catalog.captures:
-            verb = "altering" if r.kind == "alter" else "replacing"
-            raise ProgrammingError(f"table {t!r} is read by incremental view(s) "
-                                   f"{', '.join(self._catalog.readers(t))}: drop them before {verb} it",
-                                   sqlstate="2BP01")
-
-    def _drop(self, r: Route, params) -> Result:
-        if "schema" in r.flags:
-            if r.target == duck.SCHEMA and self._views:
-                raise ProgrammingError(f"schema {duck.SCHEMA!r} holds the catalog of incremental views "
-                               f"{', '.join(sorted(self._views))}: drop those views first")
-            return run(self._conn, r.text, params)
-        st = classify(r.text, self.dialect)
-        if hasattr(st, "names"):  # DROP VIEW
-            ours = [n for n in st.names if n in self._views]
-            if not ours:
-                return run(self._conn, r.text, params)
-            if self._in_txn:
-                raise NotSupportedError("DROP VIEW of an incremental view inside an explicit transaction "
-                                        "is not supported: COMMIT or ROLLBACK first", sqlstate="25001")
-            try:
-                for n in st.names:
-                    if n in self._views:
-                        self._catalog.drop(n)
-                    else:
-                        run(self._conn, f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{quote(n)}", None)
-            finally:
-                self._sync_live()
-            return RowsResult()
-        if getattr(st, "drop_kind", None) == "TABLE":
-            for t in st.targets or []:
-                if t in self._views and self._views[t].materialized:
-                    raise ProgrammingError(f"{t!r} is the table of incremental materialized view {t!r}: "
-                                           f"use DROP VIEW {t}", sqlstate="42809")
-                if t in self._catalog.captures:
-                    raise ProgrammingError(f"table {t!r} is read by incremental view(s) "
-                                           f"{', '.join(self._catalog.readers(t))}: drop them before dropping it",
-                                           sqlstate="2BP01")
-        return run(self._conn, r.text, params)
 
     # -- transactions -------------------------------------------------------------------
     def _transaction(self, r: Route) -> Result:
