@@ -31,7 +31,21 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     output columns that become input parameters (paper 004); placeholders ``col = $name``,
     ``$1``, ``?`` (and ranges ``col > $p``, ``BETWEEN $lo AND $hi``) in the SQL do the same.
     A parameterized view answers ``view.lookup(**inputs)`` (``planner/params.py``,
-    ``engine/lookup.py``).
+    ``engine/lookup.py``). Cost: parsing and planning, polynomial in the query's size; the
+    view starts empty.
+
+    Examples:
+        >>> view = compile_view(
+        ...     "SELECT * FROM trans S1, trans S2, trans L "
+        ...     "WHERE S1.ts < S2.ts AND S2.ts < L.ts AND L.ts < S1.ts + 3600 "
+        ...     "AND S1.acc = S2.acc AND S2.acc = L.acc "
+        ...     "AND S1.amnt < 100 AND S2.amnt < 100 AND L.amnt > 400",
+        ...     {"trans": ["id", "acc", "ts", "amnt"]})
+        >>> view.insert("trans", (1, 7, 100, 50)); view.insert("trans", (2, 7, 200, 60))
+        >>> view.diff({"trans": [((3, 7, 300, 500), 1)]})
+        [((1, 7, 100, 50, 2, 7, 200, 60, 3, 7, 300, 500), 1)]
+        >>> view.query_class, len(view)
+        ('free-connex', 1)
     """
     static = _static_names(static, schema)
     params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]

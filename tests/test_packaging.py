@@ -29,7 +29,7 @@ ROOT = pathlib.Path(__file__).resolve().parent.parent
 
 def quick_start() -> str:
     text = (ROOT / "README.md").read_text()
-    return re.search(r"## Quick start: sessions over DuckDB\n\n```python\n(.*?)```", text, re.S).group(1)
+    return re.search(r"## A session in 10 lines\n\n```python\n(.*?)```", text, re.S).group(1)
 
 
 def core_closure() -> set[str]:

@@ -26,7 +26,8 @@ def is_aggregate_query(select: exp.Select) -> bool:
     """True if the SELECT groups or aggregates (GROUP BY, HAVING, or an aggregate call)."""
     if select.args.get("group") is not None or select.args.get("having") is not None:
         return True
-    return any(isinstance(e, exp.AggFunc) or e.find(exp.AggFunc) is not None for e in select.expressions)
+    return any(a.find_ancestor(exp.Select) is select  # not an aggregate of a subquery
+               for e in select.expressions for a in e.find_all(exp.AggFunc))
 
 
 class AggregateTranslator:

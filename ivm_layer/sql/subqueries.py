@@ -29,6 +29,11 @@ __all__ = ["definition_columns", "translate_select_tree"]
 
 def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dialect: str):
     """A SELECT with possibly subquery conditions / one outer join → a definition."""
+    for item in select.expressions:
+        sub = item.find(exp.Subquery)
+        if sub is not None:
+            raise unsupported(f"{_scalar_kind(sub, select, tables)} in the SELECT list (join its table "
+                              "in the view's FROM and aggregate, or define it as a view of its own)", sub)
     if has_nested_from(select):
         select = inline_nested(select, tables, dialect, strict=False)
         if has_nested_from(select):  # aggregated / DISTINCT subqueries: nested views
@@ -53,7 +58,8 @@ def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dial
         for c in conjs:
             sub = c.find(exp.Exists, exp.Subquery)
             if sub is not None:
-                raise unsupported("subquery inside OR/NOT/an expression (only as a WHERE conjunct: "
+                what = _scalar_kind(sub, select, tables) if isinstance(sub, exp.Subquery) else "subquery"
+                raise unsupported(f"{what} inside OR/NOT/an expression (only as a WHERE conjunct: "
                                   "[NOT] EXISTS (…), x [NOT] IN (SELECT …))", sub)
     return translate_tree(select, tables, dialect)
 
@@ -94,6 +100,14 @@ def _semijoin(select: exp.Select, conjs: list, i: int, tables, dialect: str) -> 
     right_def = translate_select_tree(right, tables, dialect)
     columns = definition_columns(left_def)[:-len(outer_keys) or None]
     return SemiJoin(mode, left_def, right_def, len(outer_keys), columns, distinct, user_text(cond, 120))
+
+
+def _scalar_kind(sub: exp.Subquery, select: exp.Select, tables) -> str:
+    """"correlated subquery" when ``sub`` reads columns of the outer query, else "scalar subquery"."""
+    inner = sub.this
+    if isinstance(inner, exp.Select) and _outer_refs(inner, table_aliases(select), tables):
+        return "correlated subquery"
+    return "scalar subquery"
 
 
 def _outer_refs(sub: exp.Select, outer_aliases: dict[str, str], tables) -> list[exp.Column]:

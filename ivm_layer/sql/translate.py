@@ -92,6 +92,20 @@ def translate_tree(select: exp.Select, tables: dict[str, list[str]], dialect: st
         raise UnsupportedSQLError(f"unsupported in incremental views: this definition could not be "
                                   f"translated ({type(e).__name__}: {str(e)[:120]})") from None
 
+#: Clauses on a FROM table that change which rows it gives: none can be maintained from its changes.
+_TABLE_CLAUSES = {
+    "sample": "TABLESAMPLE (a sample of the table cannot be maintained incrementally)",
+    "only": "ONLY (table inheritance)",
+    "hints": "table hints",
+    "version": "time travel (a table as of a time or version)",
+    "joins": "joins inside a table reference",
+    "laterals": "LATERAL",
+    "pivots": "PIVOT / UNPIVOT",
+    "when": "a table condition",
+    "changes": "CHANGES",
+    "partition": "PARTITION selection",
+}
+
 
 class _Translator(ComparisonReader):
     def __init__(self, select: exp.Select, tables: dict[str, list[str]], dialect: str = "duckdb") -> None:
@@ -182,6 +196,12 @@ class _Translator(ComparisonReader):
     def _add_table(self, node: exp.Expression) -> None:
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             raise _unsupported("FROM item that is not a plain table (subqueries, functions)", node)
+        for key, what in _TABLE_CLAUSES.items():
+            if node.args.get(key):
+                raise _unsupported(what, node)
+        alias = node.args.get("alias")
+        if alias is not None and alias.args.get("columns"):
+            raise _unsupported("column aliases on a FROM table (name the columns in the SELECT list)", node)
         if node.args.get("db") or node.args.get("catalog"):
             name = node.sql().lower()
         else:

@@ -294,12 +294,12 @@ def test_interactive_session(repl, tmp_path):
     assert os.stat(tmp_path / "history").st_mode & 0o777 == 0o600
 
 
-# -- the README ----------------------------------------------------------------------------
-def test_readme_shell_session_is_what_the_shell_prints(tmp_path):
-    """Replays the README's shell transcript (its statements through standard input, then its
-    script command) and compares the output, minus timings, banner and blank lines."""
-    readme = (Path(__file__).resolve().parents[2] / "README.md").read_text()
-    block = readme.split("## Shell", 1)[1].split("```text\n", 1)[1].split("```", 1)[0]
+# -- the manual ----------------------------------------------------------------------------
+def test_docs_shell_session_is_what_the_shell_prints(tmp_path):
+    """Replays the shell transcript of docs/shell.md (its statements through standard input, then
+    its script command) and compares the output, minus timings, banner and blank lines."""
+    page = (Path(__file__).resolve().parents[2] / "docs" / "shell.md").read_text()
+    block = page.split("```text\n", 1)[1].split("```", 1)[0]
     runs: list[tuple[list[str], list[str], list[str]]] = []  # (argv, input lines, output lines)
     for line in block.splitlines():
         if line.startswith("$ ivm shell "):

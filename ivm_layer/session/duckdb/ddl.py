@@ -12,6 +12,7 @@ from __future__ import annotations
 from ...errors import NotSupportedError, ProgrammingError
 from ...io.duckdb import capture as duck
 from ...sql.statements import classify
+from ..core import unalterable
 from ..results import Result, RowsResult
 from ..router import Route
 from .serving import ServedViews
@@ -25,7 +26,7 @@ def guard_ddl(r: Route, catalog: DuckViews) -> None:
     if t is None or not (r.kind == "alter" or "or_replace" in r.flags):
         return
     if t in catalog.views:
-        raise ProgrammingError(f"{t!r} is incremental view {t!r}: use DROP VIEW {t} first", sqlstate="42809")
+        raise ProgrammingError(unalterable(t), sqlstate="42809")
     if t in catalog.captures:
         verb = "altering" if r.kind == "alter" else "replacing"
         raise ProgrammingError(f"table {t!r} is read by incremental view(s) {', '.join(catalog.readers(t))}: "

@@ -133,6 +133,8 @@ class Session(SessionBase):
         self._txn_undo: list = []
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
+        # the database's own name: memory.t, memory.main.t name table t (router.route)
+        self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
         self._served = ServedViews(conn, self._catalog)
         self._stream = StreamGuard()              # the result DuckDB is streaming, while held
         try:
@@ -266,7 +268,7 @@ class Session(SessionBase):
         """An ``INSERT … VALUES (?, …)`` becomes one ``INSERT … SELECT`` over an Arrow table of
         the parameter rows (one capture, O(rows)); anything else runs once per row in one
         transaction."""
-        r = route(text)
+        r = route(text, self._catalogs)
         iv = None
         if seq and r.kind == "insert" and "values" in r.flags and r.target_span is not None:
             iv = placeholders.insert_values(text, r.target_span[1])
@@ -292,7 +294,7 @@ class Session(SessionBase):
         return res
 
     def _dispatch(self, text: str, params) -> Result:
-        r = route(text)
+        r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r)

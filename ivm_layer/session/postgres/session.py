@@ -58,7 +58,7 @@ from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import private_dir
 from ...sql.statements import classify
-from ..core import SessionBase
+from ..core import SessionBase, unalterable
 from ..duckdb import reads
 from ..results import Result, RowsResult
 from ..router import route
@@ -116,6 +116,7 @@ class PostgresSession(SessionBase):
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
             with pgconn.driver_errors(target):
                 identity = pgconn.database_identity(ctl)
+            self._catalogs = frozenset({identity.database.lower()})  # db.t, db.public.t: table t
             sd = Path(state_dir) if state_dir is not None else default_state_dir(identity, session)
             self.ctx = PgContext(target, session, identity, ctl, private_dir(sd), ValueDecoder(),
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
@@ -304,7 +305,7 @@ class PostgresSession(SessionBase):
     def _dispatch(self, text: str, params) -> Result:
         if COPY_STDIO.match(text):
             return self._user.copy_statement(text, params)
-        r = route(text)
+        r = route(text, self._catalogs)
         kind = r.kind
         if kind == "create_view":
             st = classify(text, self.dialect)
@@ -322,6 +323,8 @@ class PostgresSession(SessionBase):
             return self._drop(text, params)
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r, params)
+        if kind == "alter" and r.target in self._views:
+            raise ProgrammingError(unalterable(r.target), sqlstate="42809")
         names = self._names.find(text) if self._views else []
         if names:
             return self._serve(r, names, params)
@@ -364,7 +367,9 @@ class PostgresSession(SessionBase):
         served = [self._views[n] for n in names if not self._views[n].materialized]
         for vs in served:
             user.refresh_temp(vs, self._views.values())
-        cur = user.run(r.text, params)
+        # never prepared: a view dropped and created again changes its columns behind psycopg,
+        # whose prepared plan would then fail ('cached plan must not change result type')
+        cur = user.run(r.text, params, prepare=False)
         if r.kind != "read":
             user.wrote()
         return cur

@@ -70,13 +70,14 @@ class UserConnection:
             return err
         return pgconn.as_ivm_error(e, self.target, lost=False)
 
-    def run(self, text: str, params) -> Result:
+    def run(self, text: str, params, prepare: bool | None = None) -> Result:
         """Run one statement (``?``/``$1``/``$name`` placeholders translated for psycopg); its
-        rows are converted to Python as they are fetched."""
+        rows are converted to Python as they are fetched. ``prepare``: psycopg's (False: never
+        prepared)."""
         conn = self.conn
         text, params = placeholders.to_psycopg(text, params)
         try:
-            res = conn.execute(text, params)
+            res = conn.execute(text, params, prepare=prepare)
             while res.nextset():         # a multi-statement string: the last result counts
                 pass
         except pgconn.driver_error() as e:
