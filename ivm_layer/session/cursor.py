@@ -6,8 +6,11 @@ that has run ``sql``. Both backends give the same cursor:
 - PEP 249: ``execute``, ``executemany``, ``description``, ``rowcount``, ``fetchone``,
   ``fetchmany`` (``arraysize``), ``fetchall``, iteration, ``close``, ``connection``,
   ``setinputsizes``/``setoutputsize`` (no-ops); any call on a closed cursor, or on a cursor
-  of a closed session, raises :class:`~ivm_layer.errors.InterfaceError`; a fetch after a
-  statement that returned no rows raises :class:`~ivm_layer.errors.ProgrammingError`.
+  of a closed session, raises :class:`~ivm_layer.errors.InterfaceError`; a fetch before any
+  ``execute`` raises :class:`~ivm_layer.errors.ProgrammingError`. A statement that returned
+  no rows (DDL, comments; PostgreSQL writes) fetches as empty, on both backends alike (DuckDB
+  answers its DDL with an empty result; PEP 249 would allow raising, which would make the
+  same code behave differently on the two).
 - DuckDB's result methods: ``df()``/``fetchdf()``/``fetch_df()`` (pandas), ``arrow()``/
   ``fetch_arrow_table()``/``to_arrow_table()`` (a ``pyarrow.Table``), ``pl()`` (polars, when
   installed), ``fetch_record_batch(rows_per_batch)``/``to_arrow_reader()`` (a
@@ -174,8 +177,6 @@ class Cursor:
         if self._result is None:
             raise ProgrammingError("no statement was run on this cursor: call execute() first",
                                    sqlstate="24000")
-        if self._result.description is None:
-            raise ProgrammingError("the last statement returned no rows to fetch", sqlstate="24000")
         return self._result
 
     def _drop_result(self) -> None:

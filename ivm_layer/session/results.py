@@ -316,7 +316,7 @@ class PgResult(Result):
         self._cur.close()
 
     def _call(self, fn, *args):
-        if self._cur.closed:
+        if self._cur.closed or self.description is None:     # closed, or no rows to fetch
             return None if fn == self._cur.fetchone else []
         try:
             return fn(*args)
