@@ -61,7 +61,7 @@ class DriverEngine:
         self.store = CheckpointStore(os.path.join(cfg.checkpoint, "engine"), defs)
         self.sinks = sinks
         self.writer = SinkWriter(sinks)
-        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types) for d in defs}
+        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types, d.columns) for d in defs}
         for s in sinks:
             s.prepare(layouts, fresh=self.store.last_batch < 0)
         t0 = time.monotonic()

@@ -341,3 +341,4 @@ def dedupe_names(names: list[str]) -> list[str]:
         seen.add(cand.lower())
         out.append(cand)
     return out
+

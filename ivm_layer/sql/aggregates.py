@@ -200,7 +200,8 @@ class AggregateTranslator:
         if isinstance(node, exp.Not):
             return ("not", self._condition(node.this))
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            return ("isnull", self._scalar(node.this, True))
+            out = ("isnull", self._scalar(node.this, True))
+            return ("not", out) if node.args.get("negate") else out  # PostgreSQL: IS NOT NULL
         if isinstance(node, exp.Between):
             v = self._scalar(node.this, True)
             return ("and", (">=", v, self._scalar(node.args["low"], True)),

@@ -82,7 +82,9 @@ def has_nested_from(select: exp.Expression) -> bool:
     from_ = select.args.get("from_") or select.args.get("from")
     items = [from_.this] if from_ is not None else []
     items += [j.this for j in select.args.get("joins") or []]
-    return any(isinstance(i, (exp.Subquery, exp.Select)) for i in items)
+    # a parenthesized join ``(a JOIN b ON …)`` is a Subquery over a Table: not a nested query
+    return any(isinstance(i, exp.Select) or (isinstance(i, exp.Subquery) and not isinstance(i.this, exp.Table))
+               for i in items)
 
 
 def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str,

@@ -302,3 +302,22 @@ def _static_option(node: exp.Create) -> list[str]:
             if name not in out:
                 out.append(name)
     return out
+
+
+def named_columns(name: str, listed: list[str] | None, described: list[str]) -> list[str]:
+    """The columns of ``CREATE … VIEW name (listed…) AS query``: as in PostgreSQL, the list names
+    the first columns and the query's own names (``described``) keep the rest; a longer list
+    is an error, and so is a name given twice."""
+    if not listed:
+        return list(described)
+    name = repr(name) if name else "(unnamed)"
+    if len(listed) > len(described):
+        raise SQLError(f"view {name} names {len(listed)} columns but its query has only "
+                       f"{len(described)}: CREATE VIEW specifies more column names than columns")
+    out = list(listed) + list(described[len(listed):])
+    seen: set[str] = set()
+    for c in out:
+        if c.lower() in seen:
+            raise SQLError(f"view {name}: column {c!r} is named more than once (name it in the column list)")
+        seen.add(c.lower())
+    return out

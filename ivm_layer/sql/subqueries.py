@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..errors import SQLError
+from ..errors import SQLError, UnsupportedSQLError
 from ..query import SemiJoin
 from .aggregates import is_aggregate_query
 from .disjunction import or_join, or_union
+from .jointree import flatten_inner, join_tree
+from .window import has_window, order_limit, top_n, window_query
 from .literals import strip_parens, unsupported, user_text
 from .nesting import aggregate_over, derived, has_computed_group
 from .outerjoin import outer_join
 from .parse import has_nested_from, inline_nested
-from .shapes import conjuncts, definition_columns, subquery_kind, table_aliases
+from .shapes import conjuncts, definition_columns, has_outer_join, has_paren_join, subquery_kind, table_aliases
 from .translate import translate_tree
 
 __all__ = ["definition_columns", "translate_select_tree"]
@@ -36,19 +38,34 @@ def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dial
                               "in the view's FROM and aggregate, or define it as a view of its own)", sub)
     if has_nested_from(select):
         select = inline_nested(select, tables, dialect, strict=False)
-        if has_nested_from(select):  # aggregated / DISTINCT subqueries: nested views
-            return derived(select, tables, dialect, translate_select_tree)
-    joins = select.args.get("joins") or []
+        if has_nested_from(select):
+            topn = top_n(select, tables, dialect, translate_select_tree)
+            if topn is not None:  # SELECT … FROM (… ROW_NUMBER() OVER (…) AS rn …) WHERE rn <= k
+                return topn
+            return derived(select, tables, dialect, translate_select_tree)  # aggregated / DISTINCT subqueries
+    if select.args.get("order") is not None or select.args.get("limit") is not None \
+            or select.args.get("offset") is not None:
+        return order_limit(select, tables, dialect, translate_select_tree)
+    if has_window(select):
+        return window_query(select, tables, dialect, translate_select_tree)
+    if has_paren_join(select) and not has_outer_join(select):
+        select = flatten_inner(select, tables, dialect)  # inner joins are associative
+    outer = has_outer_join(select)
     where = select.args.get("where")
     has_sub = where is not None and any(subquery_kind(c) is not None for c in conjuncts(where.this))
-    or_join_at = None if any(j.side for j in joins) or has_sub else or_join(select, tables)
-    if (has_sub or or_join_at is not None or any(j.side for j in joins) or has_computed_group(select, tables)) \
+    or_join_at = None if outer or has_sub else or_join(select, tables)
+    if (has_sub or or_join_at is not None or outer or has_computed_group(select, tables)) \
             and is_aggregate_query(select):
         return aggregate_over(select, tables, dialect, translate_select_tree)
     if or_join_at is not None:
         return or_union(*or_join_at, tables, dialect, translate_select_tree)
-    if any(j.side for j in joins):
-        return outer_join(select, tables, dialect, translate_select_tree)
+    if outer:
+        if not has_paren_join(select):
+            try:  # one outer join: the inner join plus the unmatched rows (no state of its own)
+                return outer_join(select, tables, dialect, translate_select_tree)
+            except UnsupportedSQLError:
+                pass  # several outer joins, or conditions only a join tree handles
+        return join_tree(select, tables, dialect, translate_select_tree)
     where = select.args.get("where")
     if where is not None:
         conjs = list(conjuncts(where.this))

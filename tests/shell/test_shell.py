@@ -117,7 +117,7 @@ def test_script_errors_report_positions_and_exit_statuses(tmp_path):
     script.write_text("CREATE TABLE r (a INT, b INT);\n"
                       "INSERT INTO r VALUES (1, 2);\n"
                       "SELECT a,\n       nope FROM r;\n"
-                      "CREATE INCREMENTAL VIEW w AS SELECT a, row_number() OVER () AS n FROM r;\n"
+                      "CREATE INCREMENTAL VIEW w AS SELECT a, ntile(2) OVER () AS n FROM r;\n"
                       "\\d missing\n"
                       "SELECT 'still running' AS state;\n")
     r = run_shell(tmp_path, "-f", str(script))
