@@ -20,7 +20,6 @@ from typing import TYPE_CHECKING, Any
 from ...errors import CatalogWarning, IVMError, SourceGoneError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
-from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import reads
@@ -139,6 +138,10 @@ class DuckViews:
         over incremental views reads their definitions as WITH items (select–project–join ones
         are inlined, others become nested views), so it is maintained from the same base-table
         changes as they are."""
+        from ...sql.constants import (
+            constant_inputs,  # sqlglot: loaded with the first view
+        )
+
         # a stopped catalog row never hides a table of the same name
         depends = [t for t in st.tables if t in self.views
                    and (self.views[t].error is None or duck.table_columns(self.conn, t) is None)]
