@@ -16,9 +16,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
 
 from ..errors import (
+    CatalogError,
     Error,
     InterfaceError,
-    IVMError,
     ProgrammingError,
     SubscriberWarning,
 )
@@ -303,7 +303,8 @@ class SessionBase:
     def _state(self, name: str):
         vs = self._views.get(name.lower())
         if vs is None:
-            raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
+            raise CatalogError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}",
+                               sqlstate="42P01")
         return vs
 
 

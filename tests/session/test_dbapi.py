@@ -266,6 +266,27 @@ def test_driver_errors_carry_sqlstate_and_cause(any_session):
     assert s.execute("SELECT count(*) FROM t").fetchone() == (1,)
 
 
+
+def test_layer_errors_are_pep_249_classes_with_sqlstate(any_session):
+    """The layer's own refusals are specific PEP 249 classes with a SQLSTATE, not bare IVMErrors."""
+    s = any_session
+    s.execute("CREATE TABLE t (a INTEGER, b INTEGER)")
+    with pytest.raises(errors.CatalogError, match="no incremental view named 'nope'") as e:
+        s.view("nope")
+    assert isinstance(e.value, errors.ProgrammingError) and e.value.sqlstate == "42P01"
+    for sql, state in [("CREATE INCREMENTAL VIEW w AS SELECT a, nope FROM t", "42703"),
+                       ("CREATE INCREMENTAL VIEW w AS SELECT a FROM nope", "42P01"),
+                       ("CREATE INCREMENTAL VIEW w AS SELECT x.a FROM t", "42P01")]:
+        with pytest.raises(errors.SQLError) as e:      # PostgreSQL's codes for the same mistakes
+            s.execute(sql)
+        assert e.value.sqlstate == state, (sql, e.value.sqlstate, str(e.value))
+    s.execute("CREATE INCREMENTAL VIEW w AS SELECT a FROM t")
+    with pytest.raises(errors.SQLError) as e:
+        s.execute("CREATE INCREMENTAL VIEW w AS SELECT a FROM t")
+    assert e.value.sqlstate == "42P07"
+    assert list(s.views) == ["w"]
+
+
 def test_placeholders_for_psycopg():
     from ivm_layer.session.placeholders import find, to_psycopg
 

@@ -17,7 +17,7 @@ import contextlib
 from collections.abc import Callable
 from typing import Any
 
-from ...errors import IVMError, ProgrammingError
+from ...errors import InternalError, ProgrammingError
 from ..results import DuckResult, Result, RowsResult
 from . import reads
 from .tables import run
@@ -63,7 +63,7 @@ class ServedViews:
         if desc is None:
             live = self.live.get(vs.name)
             if live is None:
-                raise IVMError(f"internal: served view {vs.name!r} has no registered rows")
+                raise InternalError(f"internal: served view {vs.name!r} has no registered rows")
             live.empty = True
             try:
                 desc = run(self.conn, text, None).description

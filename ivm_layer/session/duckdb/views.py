@@ -17,7 +17,7 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...errors import CatalogWarning, IVMError, SourceGoneError, SQLError
+from ...errors import CatalogWarning, InternalError, IVMError, SourceGoneError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
 from ...sql.statements import CreateIncrementalView, classify, named_columns
@@ -109,7 +109,7 @@ class DuckViews:
             if st.if_not_exists:
                 return
             if not st.or_replace:
-                raise SQLError(f"incremental view {name!r} already exists")
+                raise SQLError(f"incremental view {name!r} already exists", sqlstate="42P07")
             self.drop(name)
         if self.object_exists(name):
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
@@ -165,7 +165,7 @@ class DuckViews:
                 schema[t] = cols
         if not schema and (st.tables or not constant_inputs(sql, "duckdb")[1]):
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
-                           if st.tables else f"incremental view {st.name!r} reads no table")
+                           if st.tables else f"incremental view {st.name!r} reads no table", sqlstate="42P01")
         return sql, depends, schema
 
     @staticmethod
@@ -186,7 +186,7 @@ class DuckViews:
         columns = dedupe_names([r[0] for r in desc])
         columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
-            raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
+            raise InternalError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
         vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends))
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
@@ -260,7 +260,7 @@ class DuckViews:
     def drop(self, name: str) -> None:
         readers = sorted(v.name for v in self.views.values() if name in v.depends)
         if readers:
-            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first")
+            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first", sqlstate="2BP01")
         vs = self.views[name]
         self.conn.execute("BEGIN TRANSACTION")
         try:

@@ -18,7 +18,13 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
-from ...errors import CatalogError, EngineValueError, IVMError, SQLError
+from ...errors import (
+    CatalogError,
+    EngineValueError,
+    IVMError,
+    OperationalError,
+    SQLError,
+)
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import lsn_str
@@ -123,10 +129,10 @@ class ViewCatalog:
                 if self.ctx.set_replica_identity:
                     pgc.set_replica_identity_full(self.ctx.ctl, t)
                 else:
-                    raise IVMError(
+                    raise OperationalError(
                         f"table {t!r} needs REPLICA IDENTITY FULL so that updates and deletes carry the "
                         f"whole old row: run ALTER TABLE {t} REPLICA IDENTITY FULL, or connect with "
-                        "ivm_layer.connect(url, set_replica_identity=True) to let the session do it")
+                        "ivm_layer.connect(url, set_replica_identity=True) to let the session do it", sqlstate="55000")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
         return compile_pg_view(self.ctx, st, slot)
@@ -139,13 +145,13 @@ class ViewCatalog:
             if st.if_not_exists:
                 return
             if not st.or_replace:
-                raise SQLError(f"incremental view {name!r} already exists")
+                raise SQLError(f"incremental view {name!r} already exists", sqlstate="42P07")
             self.drop(name)
         if self.relation(name) is not None:
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
         other = self.ctx.ctl.execute("SELECT session FROM ivm.views WHERE name = %s", [name]).fetchone()
         if other and (st.materialized or other[0] == self.ctx.session):
-            raise SQLError(f"view {name!r} already exists in session {other[0]!r}")
+            raise SQLError(f"view {name!r} already exists in session {other[0]!r}", sqlstate="42P07")
         vs = self.compile(st)
         leftover = self.claim(vs)                 # refuses collisions before anything changes
         self.check_identity(vs.tables)
@@ -276,8 +282,8 @@ class ViewCatalog:
                 if e.sqlstate != "55006":
                     raise
                 if time.monotonic() > deadline:
-                    raise IVMError(f"replication slot {slot} is in use by another process: is session "
-                                   f"{self.ctx.session!r} open elsewhere? ({e})") from None
+                    raise OperationalError(f"replication slot {slot} is in use by another process: is session "
+                                           f"{self.ctx.session!r} open elsewhere? ({e})", sqlstate="55006") from None
                 time.sleep(0.2)
             except BaseException:
                 stream.close()
