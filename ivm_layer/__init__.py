@@ -38,7 +38,7 @@ from .errors import (
 
 if TYPE_CHECKING:  # pragma: no cover
     from .compile import compile_view
-    from .engine.view import View
+    from .engine.protocol import View
     from .session import connect
 
 __version__ = "0.1.0"
@@ -53,7 +53,7 @@ paramstyle = "qmark"
 
 _LAZY = {
     "compile_view": ("ivm_layer.compile", "compile_view"),
-    "View": ("ivm_layer.engine.view", "View"),
+    "View": ("ivm_layer.engine.protocol", "View"),
     "connect": ("ivm_layer.session", "connect"),
 }
 

@@ -271,6 +271,18 @@ class ShellError(ProgrammingError):
     """A meta-command was misused (unknown command, bad argument, missing file)."""
 
 
+class UsageError(ShellError):
+    """The shell's command line asks for something it cannot do (exit status 1, as psql)."""
+
+
+class VariableError(ShellError):
+    """A shell variable name or value the shell cannot take."""
+
+
+class ScanError(ShellError):
+    """The shell's input cannot be cut into statements (a variable that expands forever)."""
+
+
 # -- warnings ---------------------------------------------------------------------------------
 class IVMWarning(Warning, UserWarning):
     """Base class of the layer's warnings (a PEP 249 ``Warning`` and a ``UserWarning``)."""
@@ -401,6 +413,7 @@ __all__ = [
     "ReplicaIdentityError",
     "ReplicationError",
     "SQLError",
+    "ScanError",
     "ShellError",
     "SinkError",
     "SourceChangedError",
@@ -409,7 +422,9 @@ __all__ = [
     "SubscriberWarning",
     "UnsupportedSQLError",
     "UpdateError",
+    "UsageError",
     "ViewStoppedError",
+    "VariableError",
     "ViewStoppedWarning",
     "Warning",
     "duckdb_sqlstate",

@@ -10,7 +10,6 @@ manager, and errors from :mod:`ivm_layer.errors` (PEP 249 classes with a SQLSTAT
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Self
@@ -27,9 +26,9 @@ from .results import Result, RowsResult
 from .router import split
 
 if TYPE_CHECKING:  # pragma: no cover
-    from ..engine.view import View
+    from ..engine.protocol import View
 
-__all__ = ["Cursor", "SessionBase", "SubscriberWarning", "ViewInfo", "dedupe_names", "notify"]
+__all__ = ["Cursor", "SessionBase", "SubscriberWarning", "ViewInfo", "dedupe_names"]
 
 
 @dataclass(frozen=True)
@@ -252,7 +251,9 @@ class SessionBase:
         change (DuckDB inside ``BEGIN … COMMIT``: at ``COMMIT``, with the transaction's
         consolidated change, nothing on ``ROLLBACK``; PostgreSQL: as committed changes are
         applied), and an exception it raises is reported as a :class:`SubscriberWarning`: the
-        change stays applied in the database and in the view alike."""
+        change stays applied in the database and in the view alike. Callbacks registered on
+        the engine view itself (``session.view(name).subscribe``) are called the same way (both
+        through :meth:`ivm_layer.maintain.viewset.ViewSet.notify`)."""
         self._check_open()
         vs = self._state(name)
         vs.subscribers.append(callback)
@@ -262,12 +263,6 @@ class SessionBase:
                 vs.subscribers.remove(callback)
 
         return unsubscribe
-
-    def _notify(self, pending: dict) -> None:
-        """Run session subscribers with each view's consolidated change (after a commit)."""
-        for vs, change in pending.items():
-            notify(vs, [(r, k) for r, k in change.items() if k])
-        pending.clear()
 
     def close(self) -> None:  # pragma: no cover - every session overrides it
         raise NotImplementedError
@@ -306,21 +301,6 @@ class SessionBase:
             raise CatalogError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}",
                                sqlstate="42P01")
         return vs
-
-
-def notify(vs, change: list[tuple[tuple, int]]) -> None:
-    """Tell the session subscribers of view state ``vs`` about a committed ``change``; an
-    exception a subscriber raises becomes a :class:`SubscriberWarning` (a subscriber's bug must
-    not undo or stop anything)."""
-    if not change:
-        return
-    for cb in list(vs.subscribers):
-        try:
-            cb(list(change))
-        except Exception as e:  # noqa: BLE001
-            warnings.warn(SubscriberWarning(
-                f"a subscriber of view {vs.name!r} raised {type(e).__name__}: {e} "
-                "(the change is committed and applied to the view)"), stacklevel=4)
 
 
 def unalterable(name: str) -> str:

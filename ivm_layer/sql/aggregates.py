@@ -119,6 +119,10 @@ class AggregateTranslator:
     def _aggregate(self, node: exp.Expression) -> int:
         func = _AGG_TYPES.get(type(node))
         if func is None:
+            if isinstance(node, exp.GroupConcat):  # sqlglot keeps no trace of the spelling used
+                raise UnsupportedSQLError("unsupported in incremental views: aggregate function "
+                                          "string_agg() (also spelled group_concat, listagg) (supported: "
+                                          "COUNT, SUM, AVG, MIN, MAX)")
             raise self.unsupported(f"aggregate function {node.sql_name().lower()}() (supported: COUNT, SUM, "
                                    "AVG, MIN, MAX)", node)
         for key, value in node.args.items():

@@ -162,11 +162,13 @@ def test_connection_failures_never_show_the_password(tmp_path):
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]      # nothing listens there once the socket is closed
     r = run_shell(tmp_path, f"postgresql://ivm:hunter2@127.0.0.1:{port}/app", "-c", "SELECT 1")
-    assert r.returncode == 1
+    assert r.returncode == 2                   # psql's status for a connection that failed
     assert "hunter2" not in r.stderr + r.stdout
     assert f"127.0.0.1:{port}/app" in r.stderr and "Connection refused" in r.stderr
     bad = run_shell(tmp_path, str(tmp_path / "data.csv"), "-c", "SELECT 1")
-    assert bad.returncode == 1 and "not supported" in bad.stderr
+    assert bad.returncode == 1 and "None" not in bad.stderr
+    assert f"'{tmp_path / 'data.csv'}' is not a database the shell can open; give nothing (an in-memory " \
+        "DuckDB), a DuckDB file (app.duckdb" in bad.stderr and "postgresql://user@host:5432/db" in bad.stderr
     missing = run_shell(tmp_path, "-f", str(tmp_path / "missing.sql"))
     assert missing.returncode == 1 and "No such file" in missing.stderr
 

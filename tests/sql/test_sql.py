@@ -36,6 +36,8 @@ def test_star_and_table_star_and_aliases():
     ("SELECT r.a FROM r, s WHERE r.a < s.c + INTERVAL '1 month'", "interval unit 'month'"),
     ("SELECT ntile(2) OVER (ORDER BY r.a) FROM r", "window function NTILE"),
     ("SELECT stddev(r.a) FROM r", "aggregate function stddev"),
+    # named as the user may have spelled it, not as sqlglot rewrites it (group_concat/LISTAGG)
+    ("SELECT r.a, string_agg(r.b, ',') FROM r GROUP BY r.a", "aggregate function string_agg() (also spelled group_concat"),
     ("SELECT r.a FROM r, s WHERE r.b = s.b AND r.a > (SELECT max(c) FROM s)", "subquery inside OR/NOT/an expression"),
     ("SELECT r.a, count(*) FROM r GROUP BY ROLLUP (r.a)", "rollup"),
     ("SELECT DISTINCT ON (r.a) r.a FROM r", "DISTINCT ON"),

@@ -96,9 +96,10 @@ _warming: threading.Thread | None = None
 
 
 def warm_up(background: bool = False) -> None:
-    """Pay pyarrow's one-time set-up (about a second on first use) early: in a background
-    thread when a session opens, and at the latest when a served view is created, never on
-    the user's first read."""
+    """Pay pyarrow's one-time set-up (about a second on first use) when a served view is
+    created or loaded, never on the user's first read (nor at all in a session without
+    served views: a session opening does not load pyarrow); ``background=True`` starts it in
+    a thread instead."""
     global _warming
     if background:
         if _warming is None:
@@ -174,17 +175,6 @@ class ViewNames:
                 name = m.group(1).lower()
                 out[name] = out.get(name, 0) + 1
         return out
-
-
-_WITH = re.compile(r"\bWITH\b", re.IGNORECASE)
-
-
-def scanned_once(text: str, kind: str, flags: frozenset, mentions: int) -> bool:
-    """Whether DuckDB reads a served view the statement names ``mentions`` times at most once,
-    so a one-pass Arrow reader can serve it: not when it is named twice, under a ``WITH``
-    (a CTE may be scanned per reference), or in an ``UPDATE`` or upsert (the session reads
-    the rows they change with a separate ``SELECT`` first)."""
-    return mentions == 1 and kind != "update" and "upsert" not in flags and not _WITH.search(text)
 
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'

@@ -17,13 +17,14 @@ Per view (so views can be created at any time, each with its own consistent star
   names never collide; a name held by anything else is refused before anything changes);
 - creation: ``CREATE_REPLICATION_SLOT … (SNAPSHOT 'export')``, COPY of the base tables under
   that snapshot, then ``START_REPLICATION`` from the slot's consistent point — no gap, no
-  duplicate (:mod:`.pg_views`);
-- a reader thread per view owns its replication connection (:mod:`.pg_stream`): it queues
-  decoded committed transactions, answers keepalives at once (a server shutdown is never
-  held up), and reconnects after a restart or a dropped connection. The engine is updated
+  duplicate (:mod:`.views`);
+- a reader thread per view owns its replication connection (the one replication reader,
+  :class:`ivm_layer.io.postgres.feed.ChangeFeed`, the daemon's too): it stages decoded
+  committed transactions, answers keepalives at once (a server shutdown is never held up),
+  and reconnects after a restart or a dropped connection. The engine is updated
   on the caller's thread, in :meth:`poll`, :meth:`sync` and :meth:`execute` (a SELECT of a
   view first applies what has arrived, and syncs after the session's own writes)
-  (:mod:`.pg_apply`). A session is not thread-safe: call it from one thread at a time;
+  (:mod:`.apply`). A session is not thread-safe: call it from one thread at a time;
 - exactly-once across restarts: a checkpoint per view under ``state_dir`` (a snapshot plus
   an append-only change log, typed JSON that cannot run code: :mod:`ivm_layer.maintain.checkpoint`);
   for a MATERIALIZED view the table rows and ``ivm.progress.lsn`` are written in one
@@ -76,7 +77,7 @@ from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL
     default_state_dir,
     slot_name,
 )
-from .stream import ReplicationError  # noqa: F401
+from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
@@ -153,6 +154,9 @@ class PostgresSession(SessionBase):
         PostgreSQL's errors are raised as :class:`SQLError`. Rows written reach the views
         like any other write (a SELECT of a view syncs after the session's own writes)."""
         self._check_open()
+        names = self._names.find(statement) if self._views else []
+        if names:               # COPY (SELECT … FROM view) TO STDOUT reads the served TEMP tables
+            self._refresh_served(names)
         return self._user.copy(statement)
 
     def sync(self, timeout: float = 60.0) -> None:
@@ -304,6 +308,9 @@ class PostgresSession(SessionBase):
 
     def _dispatch(self, text: str, params) -> Result:
         if COPY_STDIO.match(text):
+            names = self._names.find(text) if self._views else []
+            if names:
+                self._refresh_served(names)
             return self._user.copy_statement(text, params)
         r = route(text, self._catalogs)
         kind = r.kind
@@ -351,15 +358,28 @@ class PostgresSession(SessionBase):
             self._user.forget_served(self._views.values())
             return self._serve_once(r, names, params)
 
-    def _serve_once(self, r, names: list[str], params) -> Result:
+    def _catch_up(self, names: list[str]) -> None:
+        """Apply what has arrived (after the session's own writes, wait for them) and check
+        that the views ``names`` are running."""
         user = self._user
-        in_txn = user.in_txn()
-        if user.dirty and not in_txn:
+        if user.dirty and not user.in_txn():
             self.sync()             # read your own committed writes
         else:
             self.poll()
         for n in names:
             self._check_stopped(self._views[n])
+
+    def _refresh_served(self, names: list[str]) -> None:
+        """Bring the TEMP tables of the served views ``names`` up to date (caught up first)."""
+        self._catch_up(names)
+        for n in names:
+            if not self._views[n].materialized:
+                self._user.refresh_temp(self._views[n], self._views.values())
+
+    def _serve_once(self, r, names: list[str], params) -> Result:
+        user = self._user
+        in_txn = user.in_txn()
+        self._catch_up(names)
         if not (in_txn and user.txn_wrote) and r.kind == "read" and params is None and len(names) == 1:
             cur = engine_answer(user, self._shapes, r.text, self._views[names[0]])
             if cur is not None:
