@@ -36,7 +36,7 @@ import sys
 from collections.abc import Mapping
 
 from ..engine.view import Change, View
-from ..errors import IVMError
+from ..errors import SinkError
 from ..maintain.contracts import FaultTolerance
 from ..sql.statements import named_columns
 from .sinkrows import DIGEST_COMMENT, CopyRows, qi, row_key
@@ -56,10 +56,6 @@ BOOKKEEPING = "ivm_daemon_batches"
 UPSERT_BATCHES = 8
 #: how long a PostgreSQL sink keeps reconnecting to write a batch (a server restart)
 RETRY_SECONDS = 120.0
-
-
-class SinkError(IVMError):
-    """A sink cannot be opened or written."""
 
 
 def refuse_negative(view: str, label: str, dropped: list[tuple[object, int]]) -> None:

@@ -35,16 +35,13 @@ from pathlib import Path
 
 from ..compile import compile_view
 from ..engine.protocol import Change, View
-from ..errors import IVMError, UpdateError
+from ..errors import IVMError, StateError, UpdateError
 from ..maintain import checkpoint as ckpt
 from ..maintain.changes import Changes
 from ..maintain.viewset import ViewSet, load_view
 from ..sql.statements import CreateIncrementalView, classify, split_statements
 
 log = logging.getLogger("ivm_layer.daemon")
-
-class StateError(IVMError):
-    """The checkpoint directory cannot be used (other views, unreadable files)."""
 
 
 @dataclass

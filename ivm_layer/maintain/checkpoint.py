@@ -58,7 +58,7 @@ from pathlib import Path
 from typing import Any
 
 from ..engine.values import canonical_float
-from ..errors import IVMError
+from ..errors import CheckpointError
 
 FORMAT_VERSION = 2
 COLUMNAR_VERSION = 3            # snapshots whose chunks are columnar (see the module docstring)
@@ -66,10 +66,6 @@ READABLE_VERSIONS = (FORMAT_VERSION, COLUMNAR_VERSION)
 COLUMNAR_CHUNK = 65536          # rows per columnar snapshot line
 SNAPSHOT_CHUNK = 4096           # rows per snapshot line
 NAME = re.compile(r"[a-z0-9_]{1,63}")
-
-
-class CheckpointError(IVMError):
-    """A checkpoint cannot be written or read (unsupported value, unsafe state directory)."""
 
 
 # -- values -----------------------------------------------------------------------------------

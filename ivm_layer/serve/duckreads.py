@@ -109,10 +109,8 @@ class ViewReads:
                     self._ensure_temp_view(n, vs)
                     if empty:
                         reader = reads.reader((), vs.schema)
-                    else:
-                        reader = reads.view_reader(vs.view, vs.schema)
-                        if not reads.scanned_once(text, r.kind, r.flags, mentions[n]):
-                            reader = reader.read_all()
+                    else:   # a fresh stream per scan: a statement may scan the view twice
+                        reader = reads.LiveRows(b.views, n)
                     self.conn.register(reads.rows_name(n), reader)
                     registered.append(reads.rows_name(n))
                 yield text

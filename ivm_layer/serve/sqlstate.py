@@ -18,22 +18,11 @@ from ..errors import (
     ConcurrentModificationError,
     CyclicQueryError,
     IVMError,
+    ServeError,
     SQLError,
     UnsupportedSQLError,
     UpdateError,
 )
-
-
-class ServeError(IVMError):
-    """An error ``ivm serve`` reports with a given SQLSTATE."""
-
-    def __init__(self, sqlstate: str, message: str, detail: str | None = None,
-                 hint: str | None = None, position: int | None = None):
-        super().__init__(message)
-        self.sqlstate = sqlstate
-        self.detail = detail
-        self.hint = hint
-        self.position = position
 
 
 @dataclass(frozen=True)

@@ -26,7 +26,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..errors import IVMError
+from ..errors import ScanError
 
 
 @dataclass(frozen=True)
@@ -70,9 +70,6 @@ _META_ARGS = re.compile(r"""(?:'(?:[^'\\\n]|\\.|'')*'?|"(?:[^"\n]|"")*"?|`[^`\n]
 _WHOLE_LINE = {"copy", "!"}                  # psql takes their line as it is (OT_WHOLE_LINE)
 _SPECIAL = re.compile(r"""[;'"$:\\()\n]|--|/\*""")   # a value holding these is scanned as SQL
 
-
-class ScanError(IVMError):
-    """The input cannot be cut into statements (a variable that expands forever)."""
 
 
 def quote_literal(value: str) -> str:

@@ -8,7 +8,7 @@ import warnings
 import duckdb
 import pytest
 
-from ivm_layer import IVMError
+from ivm_layer import IVMError, SQLError
 from ivm_layer.session.core import SubscriberWarning
 from ivm_layer.session.duckdb.session import CatalogWarning, SourceGoneError, connect
 
@@ -107,10 +107,12 @@ def test_sql_the_session_need_not_understand_goes_to_duckdb_untouched():
     deep_write = "INSERT INTO r SELECT " + "(" * 60 + "3" + ")" * 60
     s.execute(deep_write)
     assert sorted(s.execute("SELECT * FROM v").fetchall()) == [(1,), (2,), (3,)]
-    with pytest.raises(duckdb.ParserException):  # DuckDB's own error, not the layer's tokenizer's
+    with pytest.raises(SQLError) as e:  # DuckDB's own error, not the layer's tokenizer's
         s.execute("SELECT 'abc")
-    with pytest.raises(duckdb.ParserException):
+    assert isinstance(e.value.__cause__, duckdb.ParserException) and e.value.sqlstate == "42601"
+    with pytest.raises(SQLError) as e:
         s.execute("INSERT INTO r VALUES ((1)")
+    assert isinstance(e.value.__cause__, duckdb.ParserException)
     assert len(s.view("v")) == 3
 
 

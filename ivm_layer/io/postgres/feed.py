@@ -52,7 +52,7 @@ import time
 from collections import deque
 from collections.abc import Callable
 
-from ...errors import IVMError
+from ...errors import ReplicationError
 from ...maintain.contracts import FaultTolerance
 from .conninfo import is_retryable
 from .pgoutput import PgOutputDecoder, PgOutputError, Transaction
@@ -68,11 +68,6 @@ log = logging.getLogger("ivm_layer.feed")
 DECODING_MEMORY = "512MB"
 #: seconds a full stage waits before a ``release_when_full`` feed lets go of its connection
 RELEASE_AFTER = 1.0
-
-
-class ReplicationError(IVMError):
-    """A replication stream failed for good (slot or publication dropped, server unreachable
-    for longer than the retry budget, missing privileges)."""
 
 
 class _Release(Exception):

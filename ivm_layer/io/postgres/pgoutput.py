@@ -63,7 +63,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ...engine.values import NAN
-from ...errors import IVMError
+from ...errors import PgOutputError, ReplicaIdentityError
 
 __all__ = [
     "NAN",
@@ -90,18 +90,6 @@ _U64 = struct.Struct("!Q")
 _JSON_OIDS = {114, 3802}  # json, jsonb
 _FLOAT_OIDS = {700, 701}  # float4, float8
 _FLOAT_ARRAY_OIDS = {1021, 1022}
-
-class PgOutputError(IVMError):
-    """A pgoutput message could not be decoded (protocol violation or out-of-order stream)."""
-
-
-class ReplicaIdentityError(PgOutputError):
-    """An UPDATE/DELETE arrived without the full old row: the table needs REPLICA IDENTITY FULL."""
-
-    def __init__(self, message: str, table: str):
-        super().__init__(message)
-        self.table = table
-
 
 def qualified_name(schema: str, table: str) -> str:
     """``table`` for the ``public`` schema, ``schema.table`` otherwise."""

@@ -15,31 +15,23 @@ import contextlib
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...compile import compile_view
-from ...engine.view import View
-from ...errors import IVMError, SQLError
+from ...errors import CatalogWarning, InternalError, IVMError, SourceGoneError, SQLError
 from ...io.duckdb import capture as duck
 from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
-from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import reads
 from .tables import arrow_type, bulk_insert
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
+
 quote = duck.quote
 log = logging.getLogger("ivm_layer.session")
 MARKER = "ivm-layer: incremental materialized view"
-
-
-class SourceGoneError(IVMError):
-    """A table an incremental view reads was dropped or replaced behind the session's back."""
-
-
-class CatalogWarning(UserWarning):
-    """A catalog row could not be resumed; its view is stopped, the others work."""
 
 
 @dataclass(eq=False)
@@ -122,7 +114,7 @@ class DuckViews:
             if st.if_not_exists:
                 return
             if not st.or_replace:
-                raise SQLError(f"incremental view {name!r} already exists")
+                raise SQLError(f"incremental view {name!r} already exists", sqlstate="42P07")
             self.drop(name)
         if self.object_exists(name):
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
@@ -151,6 +143,10 @@ class DuckViews:
         over incremental views reads their definitions as WITH items (select–project–join ones
         are inlined, others become nested views), so it is maintained from the same base-table
         changes as they are."""
+        from ...sql.constants import (
+            constant_inputs,  # sqlglot: loaded with the first view
+        )
+
         # a stopped catalog row never hides a table of the same name
         depends = [t for t in st.tables if t in self.views
                    and (self.views[t].error is None or duck.table_columns(self.conn, t) is None)]
@@ -174,11 +170,13 @@ class DuckViews:
                 schema[t] = cols
         if not schema and (st.tables or not constant_inputs(sql, "duckdb")[1]):
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
-                           if st.tables else f"incremental view {st.name!r} reads no table")
+                           if st.tables else f"incremental view {st.name!r} reads no table", sqlstate="42P01")
         return sql, depends, schema
 
     @staticmethod
     def compile(st: CreateIncrementalView, schema: dict, sql: str):
+        from ...compile import compile_view  # the engine loads with the first view
+
         static = tuple(getattr(st, "static", ()) or ())
         if static:
             return compile_view(sql, schema, dialect="duckdb", static=static)
@@ -193,7 +191,7 @@ class DuckViews:
         columns = dedupe_names([r[0] for r in desc])
         columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
-            raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
+            raise InternalError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
         vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends),
                        engine_schema={t: dict(schema[t]) for t in view.tables})
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
@@ -255,7 +253,7 @@ class DuckViews:
     def drop(self, name: str) -> None:
         readers = sorted(v.name for v in self.views.values() if name in v.depends)
         if readers:
-            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first")
+            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first", sqlstate="2BP01")
         vs = self.views[name]
         self.conn.execute("BEGIN TRANSACTION")
         try:

@@ -16,7 +16,7 @@ from ...io.duckdb import capture as duck
 from ...io.duckdb.capture import SETTLE_AT as duck_settle_at
 from ...maintain.changes import Changes
 from ...maintain.viewset import Prepared, ViewSet
-from ..core import Cursor
+from ..results import RowsResult as Cursor
 from ..router import Route
 from .tables import run, write_change
 from .views import DuckViews, quote

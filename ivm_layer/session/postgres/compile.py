@@ -6,7 +6,7 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from ...errors import IVMError, SQLError
+from ...errors import InternalError, PrivilegeError, SQLError, from_driver
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
@@ -33,7 +33,7 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
         cols = pgc.table_columns(ctx.ctl, t)
         if cols is None:
             raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
-                           "(source tables must be in the public schema)")
+                           "(source tables must be in the public schema)", sqlstate="42P01")
         used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
     if not used and not constant_inputs(st.select_sql, ctx.dialect)[1]:
         raise SQLError(f"incremental view {st.name!r} reads no table")
@@ -55,15 +55,16 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
         cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
     except pgconn.driver_error() as e:
         if pgconn.is_permission_error(e):
-            raise IVMError(f"incremental view {st.name!r}: permission denied reading its tables "
-                           f"({str(e).strip()}); GRANT SELECT on them to this role") from None
-        raise SQLError(f"incremental view {st.name!r}: {str(e).strip()}") from None
+            raise PrivilegeError(f"incremental view {st.name!r}: permission denied reading its tables "
+                                 f"({str(e).strip()}); GRANT SELECT on them to this role",
+                                 sqlstate=getattr(e, "sqlstate", None) or PrivilegeError.sqlstate) from e
+        raise from_driver(e, f"incremental view {st.name!r}: {str(e).strip()}") from e
     columns = dedupe_names([d.name for d in cur.description])
     types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
              for d in cur.description]
     columns = named_columns(st.name, st.columns, columns)
     if len(types) != len(view.columns):
-        raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
+        raise InternalError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
     slot = slot or slot_name(ctx.db, ctx.session, st.name)
     vs = PgView(st, view, list(used), used, columns, types, slot)
     vs.schema = schema

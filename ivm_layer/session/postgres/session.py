@@ -46,15 +46,22 @@ import uuid
 from pathlib import Path
 
 from ...engine.view import View
-from ...errors import IVMError
+from ...errors import (
+    InterfaceError,
+    IVMError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+)
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import private_dir
 from ...sql.statements import classify
-from ..core import Cursor, SessionBase, unalterable
+from ..core import SessionBase, unalterable
 from ..duckdb import reads
+from ..results import Result, RowsResult
 from ..router import route
 from .apply import StreamApplier
 from .drop import drop_statement
@@ -97,7 +104,8 @@ class PostgresSession(SessionBase):
         self._closed = True
         self._views: dict[str, PgView] = {}
         if not isinstance(session, str) or not SESSION_PATTERN.fullmatch(session):
-            raise IVMError(f"session name {session!r}: use 1-40 letters, digits and underscores")
+            raise InterfaceError(f"session name {session!r}: use 1-40 letters, digits and underscores",
+                                 sqlstate="42602")
         target = pgconn.normalize(url)
         self.url = pgconn.redact(target)          # for display: never holds a password
         self.session = session
@@ -186,8 +194,8 @@ class PostgresSession(SessionBase):
                 break
             left = deadline - time.monotonic()
             if left <= 0:
-                raise IVMError(f"sync() timed out after {timeout:.0f} s waiting for view(s) "
-                               f"{', '.join(v.name for v in pending)}")
+                raise OperationalError(f"sync() timed out after {timeout:.0f} s waiting for view(s) "
+                                       f"{', '.join(v.name for v in pending)}")
             self.applier.apply_available(pending[0], min(left, 0.5))
         for vs in self._views.values():
             vs.seen_tokens.discard(token)
@@ -276,11 +284,29 @@ class PostgresSession(SessionBase):
                 self.ctx.ctl.close()
 
     # -- statements -------------------------------------------------------------------------
-    def _execute_one(self, text: str, params) -> Cursor:
+    def _in_transaction(self) -> bool:
+        return self._user.in_txn()
+
+    def _execute_many(self, text: str, seq: list) -> Result:
+        """``INSERT … VALUES (…)`` as multi-row inserts, anything else through psycopg's pipelined
+        ``executemany`` (:meth:`UserConnection.run_many`); the views see the rows through the
+        replication stream, as for any write."""
+        r = route(text)
+        if r.kind in ("create_view", "drop", "begin", "commit", "rollback") or COPY_STDIO.match(text) or (
+                self._views and self._names.find(text)):
+            return super()._execute_many(text, seq)       # the session's own handling, row by row
+        with pgconn.driver_errors(self._target):
+            res = self._user.run_many(text, seq, r.target_span[1] if r.kind == "insert" and "values" in r.flags
+                                      and r.target_span is not None else None)
+        if r.kind not in ("read", "other"):
+            self._user.wrote()
+        return res
+
+    def _execute_one(self, text: str, params) -> Result:
         with pgconn.driver_errors(self._target):
             return self._dispatch(text, params)
 
-    def _dispatch(self, text: str, params) -> Cursor:
+    def _dispatch(self, text: str, params) -> Result:
         if COPY_STDIO.match(text):
             names = self._names.find(text) if self._views else []
             if names:
@@ -291,21 +317,21 @@ class PostgresSession(SessionBase):
         if kind == "create_view":
             st = classify(text, self.dialect)
             if params:
-                raise IVMError("CREATE INCREMENTAL VIEW does not take parameters")
+                raise ProgrammingError("CREATE INCREMENTAL VIEW does not take parameters", sqlstate="42P02")
             if self._user.in_txn():
-                raise IVMError("CREATE INCREMENTAL VIEW inside an explicit transaction is not supported: "
-                               "COMMIT or ROLLBACK first")
+                raise NotSupportedError("CREATE INCREMENTAL VIEW inside an explicit transaction is not "
+                                        "supported: COMMIT or ROLLBACK first", sqlstate="25001")
             try:
                 self.catalog.create(st)
             finally:
                 self._names.set(self._views)
-            return Cursor()
+            return RowsResult()
         if kind == "drop":
             return self._drop(text, params)
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r, params)
         if kind == "alter" and r.target in self._views:
-            raise IVMError(unalterable(r.target))
+            raise ProgrammingError(unalterable(r.target), sqlstate="42809")
         names = self._names.find(text) if self._views else []
         if names:
             return self._serve(r, names, params)
@@ -314,7 +340,7 @@ class PostgresSession(SessionBase):
             self._user.wrote()
         return cur
 
-    def _serve(self, r, names: list[str], params) -> Cursor:
+    def _serve(self, r, names: list[str], params) -> Result:
         """A statement that mentions incremental views: apply what has arrived (after the
         session's own writes, wait for them), then answer from the engine where the shape
         allows, else bring the served views' TEMP tables up to date and run it. A read that
@@ -350,7 +376,7 @@ class PostgresSession(SessionBase):
             if not self._views[n].materialized:
                 self._user.refresh_temp(self._views[n], self._views.values())
 
-    def _serve_once(self, r, names: list[str], params) -> Cursor:
+    def _serve_once(self, r, names: list[str], params) -> Result:
         user = self._user
         in_txn = user.in_txn()
         self._catch_up(names)
@@ -368,7 +394,7 @@ class PostgresSession(SessionBase):
             user.wrote()
         return cur
 
-    def _transaction(self, r, params) -> Cursor:
+    def _transaction(self, r, params) -> Result:
         user = self._user
         failed = pgconn.transaction_failed(user.raw)
         cur = user.run(r.text, params)
@@ -382,7 +408,7 @@ class PostgresSession(SessionBase):
             user.txn_wrote = False
         return cur
 
-    def _drop(self, text: str, params) -> Cursor:
+    def _drop(self, text: str, params) -> Result:
         try:
             return drop_statement(classify(text, self.dialect), text, params, self._views, self.catalog,
                                   self._user)

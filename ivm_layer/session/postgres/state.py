@@ -16,7 +16,13 @@ from typing import Any
 
 from ...compile import compile_view
 from ...engine.protocol import View
-from ...errors import IVMError
+from ...errors import (  # noqa: F401 - defined there, importable here
+    IVMError,
+    LagWarning,
+    SourceChangedError,
+    ViewStoppedError,
+    ViewStoppedWarning,
+)
 from ...io.postgres.conninfo import ControlConnection, DatabaseIdentity
 from ...io.postgres.feed import ChangeFeed
 from ...io.postgres.pgoutput import ValueDecoder
@@ -30,23 +36,6 @@ SYNC_PREFIX = "ivm-layer-sync"
 UNIT_COLUMN = "ivm_unit"           # the engine's column of a table read for its row count only
 SLOT_PATTERN = re.compile(r"ivm_[a-z0-9_]{1,59}")
 SESSION_PATTERN = re.compile(r"[A-Za-z0-9_]{1,40}")
-
-
-class SourceChangedError(IVMError):
-    """A source table changed in a way the view cannot follow (a used column dropped or
-    retyped, replica identity lost): the view is stopped; drop and re-create it."""
-
-
-class ViewStoppedError(IVMError):
-    """A read of a view that was stopped (its cause is chained and in the message)."""
-
-
-class ViewStoppedWarning(UserWarning):
-    """A view stopped while the session applied changes; its own reads raise from now on."""
-
-
-class LagWarning(UserWarning):
-    """A view's replication slot retains more WAL than ``lag_warning_bytes``."""
 
 
 def sanitize(s: str) -> str:

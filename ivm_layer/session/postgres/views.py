@@ -18,7 +18,13 @@ import warnings
 from collections import Counter
 from collections.abc import Mapping
 
-from ...errors import IVMError, SQLError
+from ...errors import (
+    CatalogError,
+    EngineValueError,
+    IVMError,
+    OperationalError,
+    SQLError,
+)
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.feed import ChangeFeed
@@ -36,10 +42,6 @@ from .state import SLOT_PATTERN, PgContext, PgView
 STAGED_CHANGES = 100_000
 
 
-class EngineValueError(IVMError):
-    """The engine could not evaluate a view's definition over the tables' values."""
-
-
 def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
     """The tables' rows (``{table: {row: count}}``) into the view's engine view, which from then
     on is their only store; an engine failure is a clear error."""
@@ -50,10 +52,6 @@ def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
     except Exception as e:  # noqa: BLE001 - reported in the user's terms
         raise EngineValueError(f"incremental view {vs.name!r}: the engine cannot evaluate its definition over "
                                f"the tables' values ({type(e).__name__}: {e})") from None
-
-
-class CatalogError(IVMError):
-    """A name, slot or publication belongs to something else: nothing was changed."""
 
 
 class ViewCatalog:
@@ -133,11 +131,11 @@ class ViewCatalog:
                 if self.ctx.set_replica_identity:
                     pgc.set_replica_identity_full(self.ctx.ctl, t)
                 else:
-                    raise IVMError(
+                    raise OperationalError(
                         f"table {t!r} needs REPLICA IDENTITY FULL so that updates and deletes carry the "
                         f"whole old row: run ALTER TABLE {t} REPLICA IDENTITY FULL, or let the session "
                         "do it (ivm shell --set-replica-identity; in Python "
-                        "ivm_layer.connect(url, set_replica_identity=True))")
+                        "ivm_layer.connect(url, set_replica_identity=True))", sqlstate="55000")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
         return compile_pg_view(self.ctx, st, slot)
@@ -150,13 +148,13 @@ class ViewCatalog:
             if st.if_not_exists:
                 return
             if not st.or_replace:
-                raise SQLError(f"incremental view {name!r} already exists")
+                raise SQLError(f"incremental view {name!r} already exists", sqlstate="42P07")
             self.drop(name)
         if self.relation(name) is not None:
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
         other = self.ctx.ctl.execute("SELECT session FROM ivm.views WHERE name = %s", [name]).fetchone()
         if other and (st.materialized or other[0] == self.ctx.session):
-            raise SQLError(f"view {name!r} already exists in session {other[0]!r}")
+            raise SQLError(f"view {name!r} already exists in session {other[0]!r}", sqlstate="42P07")
         vs = self.compile(st)
         leftover = self.claim(vs)                 # refuses collisions before anything changes
         self.check_identity(vs.tables)
@@ -287,8 +285,8 @@ class ViewCatalog:
                 if e.sqlstate != "55006":
                     raise
                 if time.monotonic() > deadline:
-                    raise IVMError(f"replication slot {slot} is in use by another process: is session "
-                                   f"{self.ctx.session!r} open elsewhere? ({e})") from None
+                    raise OperationalError(f"replication slot {slot} is in use by another process: is session "
+                                           f"{self.ctx.session!r} open elsewhere? ({e})", sqlstate="55006") from None
                 time.sleep(0.2)
             except BaseException:
                 stream.close()
