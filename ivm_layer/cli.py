@@ -14,6 +14,7 @@ from .errors import IVMError
 # Subcommands implemented in their own modules, each with its own argument parser: `ivm X ...`
 # hands everything after X to module.main(argv).
 _DELEGATED = {
+    "serve": ("ivm_layer.serve.cli", "the PostgreSQL-wire endpoint: any client reads and subscribes to views"),
     "shell": ("ivm_layer.shell", "the proxy CLI: a psql-like shell with incremental views"),
     "daemon": ("ivm_layer.daemon.cli", "the CDC daemon: change streams through Spark into views and sinks"),
     "bench": ("ivm_layer.bench.__main__", "the benchmark suite (ivm bench session: what a session user feels)"),

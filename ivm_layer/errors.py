@@ -271,6 +271,21 @@ class ShellError(ProgrammingError):
     """A meta-command was misused (unknown command, bad argument, missing file)."""
 
 
+class ServeError(IVMError):
+    """An error ``ivm serve`` reports to a client with a given SQLSTATE (and PostgreSQL's
+    optional detail, hint and cursor position)."""
+
+    sqlstate = "XX000"   # the instance's own code replaces it
+
+    def __init__(self, sqlstate: str, message: str, detail: str | None = None,
+                 hint: str | None = None, position: int | None = None):
+        super().__init__(message, sqlstate=sqlstate)
+        self.sqlstate = sqlstate
+        self.detail = detail
+        self.hint = hint
+        self.position = position
+
+
 class UsageError(ShellError):
     """The shell's command line asks for something it cannot do (exit status 1, as psql)."""
 
@@ -414,6 +429,7 @@ __all__ = [
     "ReplicationError",
     "SQLError",
     "ScanError",
+    "ServeError",
     "ShellError",
     "SinkError",
     "SourceChangedError",

@@ -8,6 +8,7 @@
                                                # insert-only random and temporal order, with
                                                # DuckDB recompute-per-100 and the naive IVM
     ivm bench session                    # what a user of a session feels (ivm_layer/bench/session.py)
+    ivm bench serve                      # ivm serve over the wire (ivm_layer/bench/serve.py)
 
 Each (workload, stream size, system) runs in its own child process with a time budget and a
 memory cap (``ivm_layer/bench/isolate.py``); the results land in ``OUT/run-<timestamp>/``: one JSON
@@ -184,6 +185,10 @@ def main(argv: list[str] | None = None) -> int:
         from . import session
 
         return session.main(argv[1:])
+    if argv[:1] == ["serve"]:
+        from . import serve
+
+        return serve.main(argv[1:])
     args = parse_args(argv)
     if args.list:
         return _list()

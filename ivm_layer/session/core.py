@@ -226,6 +226,13 @@ class SessionBase:
     def views(self) -> list[str]:
         return sorted(self._views)
 
+    @property
+    def states(self) -> dict:
+        """``{name: state}`` of the views (``view``, ``columns``, ``types``, ``materialized``,
+        ``error``, ``subscribers`` …): for drivers that serve them (``ivm serve``). Read it;
+        the session changes it."""
+        return self._views
+
     def info(self, name: str | None = None) -> list[ViewInfo]:
         """Describe one view (``name``) or all of them, sorted by name."""
         self._check_open()

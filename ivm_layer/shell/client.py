@@ -133,15 +133,18 @@ class ClientSession:
         self._require_serve("\\watch VIEW")
         columns = [d.name for d in self.execute(f"SELECT * FROM {_ident(name)} LIMIT 0").description]
         display = runner.display
-        if display.format == "aligned" and not display.quiet:
-            runner.write(f"Watching {name} ({', '.join(columns)}): + inserted, - deleted; Ctrl-C to stop.\n")
-            runner.flush()
         printed = 0
 
         def stream() -> None:
             nonlocal printed
             sql = f"COPY (SUBSCRIBE {_ident(name)} WITH (SNAPSHOT = false)) TO STDOUT"
             with self.copy(sql) as cp:
+                # the server has answered the COPY, so the subscription is in place: every
+                # commit from now on is printed (saying so earlier could miss a write)
+                if display.format == "aligned" and not display.quiet:
+                    runner.write(f"Watching {name} ({', '.join(columns)}): + inserted, - deleted; "
+                                 "Ctrl-C to stop.\n")
+                    runner.flush()
                 for line in _lines(cp):
                     fields = [_unescape(f) for f in line.split("\t")]
                     k = int(fields[1])

@@ -29,6 +29,7 @@ Every function runs on the given connection, inside the caller's transaction if 
 from __future__ import annotations
 
 import contextlib
+import copy
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -184,6 +185,16 @@ class TableCapture:
         self._n, self._s = n, s
         del self._plus[n_plus:]
         del self._minus[n_minus:]
+
+    def detached(self) -> TableCapture:
+        """A copy for capturing the writes of another connection's transaction: the same
+        statements and ``RETURNING`` lists, but no fingerprint accounting (rows captured in a
+        transaction that may still roll back must not move the session's fingerprint; the
+        caller accounts them with :meth:`note` once they are committed)."""
+        twin = copy.copy(self)
+        twin._known = False
+        twin._plus, twin._minus = [], []
+        return twin
 
     def _forget(self) -> None:
         self._plus, self._minus = [], []
