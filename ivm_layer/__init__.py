@@ -8,8 +8,8 @@ and of changes.
 
 from __future__ import annotations
 
-from .compile import compile_view
-from .engine.view import View
+from typing import TYPE_CHECKING, Any
+
 from .errors import (
     ConcurrentModificationError,
     CyclicQueryError,
@@ -20,7 +20,25 @@ from .errors import (
 )
 from .session import connect
 
+if TYPE_CHECKING:
+    from .compile import compile_view
+    from .engine.view import View
+
 __version__ = "0.1.0"
+
+# Loaded on first use (PEP 562): ``compile_view`` brings in sqlglot and the SQL front-end,
+# ≈ 0.2 s of start-up that ``ivm shell`` and a session running plain statements never need.
+_LAZY = {"compile_view": ".compile", "View": ".engine.view"}
+
+
+def __getattr__(name: str) -> Any:
+    if name in _LAZY:
+        import importlib
+
+        value = getattr(importlib.import_module(_LAZY[name], __name__), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 __all__ = [
     "compile_view",

@@ -9,19 +9,20 @@ about to change.
   (also ``… FROM``), cut from its top-level clauses or, failing that, parsed by sqlglot.
 
 Each keeps the statement's ``?`` parameter marks in their order (and says which it uses).
-All are pure functions of the statement text.
+All are pure functions of the statement text. sqlglot is imported by
+:func:`update_preimage`, the only one that parses, when it first runs.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping, Sequence
-
-import sqlglot
-from sqlglot import exp
-from sqlglot.errors import SqlglotError
+from typing import TYPE_CHECKING
 
 from ...sql.sqltext import skip_literal, unquote
+
+if TYPE_CHECKING:
+    from sqlglot import exp
 
 
 def quote(name: str) -> str:
@@ -216,6 +217,10 @@ def update_preimage(text: str, columns: Sequence[str]) -> tuple[str, list] | Non
     """A ``SELECT`` of the rows an ``UPDATE`` changes (its ``columns`` and their hash), and which
     of the statement's parameters it uses (positions for ``?``, names or numbers for ``$x``).
     ``None`` when sqlglot cannot read the statement."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     try:
         node = sqlglot.parse_one(text, read="duckdb")
     except (SqlglotError, RecursionError, ValueError):
@@ -259,6 +264,8 @@ def update_preimage(text: str, columns: Sequence[str]) -> tuple[str, list] | Non
 
 
 def _dfs_placeholders(node: exp.Expression) -> list[exp.Placeholder]:
+    from sqlglot import exp
+
     return [n for n in node.dfs() if isinstance(n, exp.Placeholder)]
 
 

@@ -36,10 +36,8 @@ from typing import Any
 from ...engine.view import View
 from ...errors import IVMError
 from ...io.duckdb import capture as duck
-from ...sql.statements import classify
 from ..core import Cursor, SessionBase, ViewInfo, unalterable
-from ..lookups import plan_lookups
-from ..router import Route, route
+from ..router import Route, first_word, route
 from . import reads
 from .tables import run
 from .views import (
@@ -61,14 +59,14 @@ def connect(url: str | None = None, **options: Any) -> SessionBase:
     ``"postgresql://…"``: a :class:`~ivm_layer.session.postgres.session.PostgresSession`, with
     ``options`` (``session=``, ``state_dir=``, ``set_replica_identity=``, …) passed to
     :func:`~ivm_layer.session.postgres.session.connect_postgres`."""
-    import duckdb
-
     from ...io.postgres.conninfo import is_postgres_target
 
-    if is_postgres_target(url):
+    if is_postgres_target(url):   # a PostgreSQL session never loads duckdb (≈ 0.15 s of CPU)
         from ..postgres.session import connect_postgres
 
         return connect_postgres(url, **options)
+    import duckdb
+
     progress = options.pop("progress", None)
     if options:
         raise IVMError(f"options {', '.join(sorted(options))} apply to PostgreSQL sessions only")
@@ -89,6 +87,11 @@ def connect(url: str | None = None, **options: Any) -> SessionBase:
     except duckdb.Error as e:
         raise IVMError(f"cannot open DuckDB database {path!r}: {e}") from e
     return Session(conn, url=url or "duckdb://", progress=progress)
+
+
+# With no incremental view, only these statements need the router: transaction control (the
+# session tracks BEGIN … COMMIT) and CREATE (CREATE INCREMENTAL VIEW); the rest go to DuckDB.
+_ROUTED_WITHOUT_VIEWS = frozenset({"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "CREATE"})
 
 
 class Session(SessionBase):
@@ -178,6 +181,8 @@ class Session(SessionBase):
 
     # -- dispatch -----------------------------------------------------------------------
     def _execute_one(self, text: str, params) -> Cursor:
+        if not self._views and first_word(text) not in _ROUTED_WITHOUT_VIEWS:
+            return run(self._conn, text, params)   # nothing to capture, serve or guard
         r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):
@@ -188,6 +193,8 @@ class Session(SessionBase):
             if self._in_txn:
                 raise IVMError("CREATE INCREMENTAL VIEW inside an explicit transaction is not supported: "
                                "COMMIT or ROLLBACK first")
+            from ...sql.statements import classify   # sqlglot: loaded by the first view
+
             self._catalog.create(classify(text, self.dialect))
             return Cursor()
         if kind == "drop":
@@ -250,6 +257,8 @@ class Session(SessionBase):
         """A query of parameterized views: each occurrence becomes the rows of a lookup."""
         if r.kind != "read":
             raise IVMError("parameterized views are read with SELECT … FROM v WHERE input = …")
+        from ..lookups import plan_lookups
+
         pviews = {n: self._views[n] for n in found if is_parameterized(self._views[n].view)}
         sql, lookups, values = plan_lookups(r.text, pviews, params)
         inputs = run(self._conn, "SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
@@ -324,11 +333,15 @@ class Session(SessionBase):
                            f"drop them before {verb} it")
 
     def _drop(self, r: Route, params) -> Cursor:
+        if not self._views:     # nothing of the session's can be dropped: DuckDB's statement
+            return run(self._conn, r.text, params)
         if "schema" in r.flags:
             if r.target == duck.SCHEMA and self._views:
                 raise IVMError(f"schema {duck.SCHEMA!r} holds the catalog of incremental views "
                                f"{', '.join(sorted(self._views))}: drop those views first")
             return run(self._conn, r.text, params)
+        from ...sql.statements import classify
+
         st = classify(r.text, self.dialect)
         if hasattr(st, "names"):  # DROP VIEW
             ours = [n for n in st.names if n in self._views]

@@ -15,18 +15,18 @@ import contextlib
 import logging
 import warnings
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from ...compile import compile_view
 from ...engine.view import View
 from ...errors import IVMError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
-from ...sql.constants import constant_inputs
-from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import reads
 from .tables import arrow_type, bulk_insert
+
+if TYPE_CHECKING:
+    from ...sql.statements import CreateIncrementalView
 
 quote = duck.quote
 log = logging.getLogger("ivm_layer.session")
@@ -167,6 +167,8 @@ class DuckViews:
             cols = duck.table_columns(self.conn, t)
             if cols is not None:
                 schema[t] = cols
+        from ...sql.constants import constant_inputs
+
         if not schema and (st.tables or not constant_inputs(sql, "duckdb")[1]):
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
                            if st.tables else f"incremental view {st.name!r} reads no table")
@@ -174,6 +176,8 @@ class DuckViews:
 
     @staticmethod
     def compile(st: CreateIncrementalView, schema: dict, sql: str):
+        from ...compile import compile_view
+
         static = tuple(getattr(st, "static", ()) or ())
         if static:
             return compile_view(sql, schema, dialect="duckdb", static=static)
@@ -186,6 +190,8 @@ class DuckViews:
         desc = [r for r in desc if not _hidden(r[0], view)]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
+        from ...sql.statements import named_columns
+
         columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
             raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
@@ -305,6 +311,8 @@ class DuckViews:
                 vs = self.resume(name, kind, definition)
             except Exception as e:  # one bad row must not make the database unopenable
                 err = e if isinstance(e, IVMError) else IVMError(f"{type(e).__name__}: {e}")
+                from ...sql.statements import CreateIncrementalView
+
                 stmt = CreateIncrementalView(text=str(definition), name=str(name), select_sql=str(definition),
                                              materialized=kind == "materialized")
                 vs = ViewState(stmt, None, [], [], [], error=IVMError(
@@ -316,6 +324,8 @@ class DuckViews:
         """Recompile and reload one catalog row after checking it describes only itself."""
         if kind not in ("incremental", "materialized"):
             raise IVMError(f"unknown kind {kind!r}")
+        from ...sql.statements import CreateIncrementalView, classify
+
         st = classify(definition, "duckdb")
         if not isinstance(st, CreateIncrementalView):
             raise IVMError("its definition is not a CREATE INCREMENTAL VIEW statement")
@@ -366,6 +376,10 @@ def _dependency_order(rows: list[tuple]) -> list[tuple]:
     """Catalog rows with every view after the views its definition names (a view over views
     resumes once they exist); rows in a cycle or naming unknown views keep their place at the
     end, where resuming them reports the problem."""
+    if not rows:
+        return rows
+    from ...sql.statements import classify   # sqlglot: loaded only when there are views
+
     names = {r[0] for r in rows}
     reads: dict[str, set[str]] = {}
     for name, _, definition in rows:

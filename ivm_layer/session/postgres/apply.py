@@ -20,7 +20,6 @@ from ...io.postgres import replication as pgc
 from ...io.postgres.conninfo import ConnectionLostError
 from ...io.postgres.pgoutput import Transaction
 from ..core import notify
-from .compile import compile_engine_view
 from .served import apply_change
 from .state import (
     SYNC_PREFIX,
@@ -186,6 +185,8 @@ class StreamApplier:
             c = base.setdefault(t, Counter())
             for r, k in rows:
                 c[r] += k
+        from .compile import compile_engine_view   # sqlglot: only when a view is rebuilt
+
         view = compile_engine_view(vs.stmt, vs.schema, self.ctx.dialect)
         for first in (True, False):
             part = {t: [(r, k) for r, k in c.items() if k] for t, c in base.items()

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 from ...errors import IVMError
 from ...io.postgres import replication as pgc
-from ...sql.statements import DropView
 from ..core import Cursor
 from .state import PgView
 from .user import UserConnection
@@ -19,6 +18,8 @@ def drop_statement(st, text: str, params, views: dict[str, PgView], catalog: Vie
                    user: UserConnection) -> Cursor:
     """Run the DROP statement ``text`` (classified as ``st``) for the session whose views,
     catalog and user connection are given."""
+    from ...sql.statements import DropView
+
     if isinstance(st, DropView):
         ours = [n for n in st.names if n in views or n in catalog.skipped]
         if not ours:

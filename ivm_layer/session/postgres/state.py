@@ -12,17 +12,19 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...engine.view import View
 from ...errors import IVMError
 from ...io.postgres.conninfo import ControlConnection, DatabaseIdentity
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import CheckpointStore
-from ...sql.statements import CreateIncrementalView
 from ..core import ViewStateBase
 from .served import ServedTable
 from .stream import StreamReader
+
+if TYPE_CHECKING:
+    from ...sql.statements import CreateIncrementalView
 
 SYNC_PREFIX = "ivm-layer-sync"
 UNIT_COLUMN = "ivm_unit"           # the engine's column of a table read for its row count only

@@ -17,18 +17,20 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
 from ...errors import IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import lsn_str
 from ...maintain.checkpoint import CheckpointError, CheckpointStore
-from ...sql.statements import CreateIncrementalView, classify
 from .apply import StreamApplier
-from .compile import compile_pg_view
 from .served import copy_rows
 from .state import SLOT_PATTERN, PgContext, PgView
 from .stream import StreamReader
+
+if TYPE_CHECKING:
+    from ...sql.statements import CreateIncrementalView
 
 
 class EngineValueError(IVMError):
@@ -81,6 +83,8 @@ class ViewCatalog:
         rows = self.ctx.ctl.execute("SELECT name, kind, definition, slot FROM ivm.views WHERE session = %s "
                                     "ORDER BY name", [self.ctx.session]).fetchall()
         seen_slots: set[str] = set()
+        if rows:
+            from ...sql.statements import classify   # sqlglot: loaded only when there are views
         for name, kind, definition, slot in rows:
             why = self.check_row(name, kind, definition, slot, seen_slots)
             if why is None:
@@ -99,6 +103,8 @@ class ViewCatalog:
             return f"its catalog row names an invalid slot {slot!r}"
         if slot in seen_slots:
             return f"its slot {slot!r} is claimed by another catalog row"
+        from ...sql.statements import CreateIncrementalView, classify
+
         try:
             st = classify(definition, self.ctx.dialect)
         except Exception as e:  # noqa: BLE001 - any failure: the row is not usable
@@ -138,6 +144,8 @@ class ViewCatalog:
                         "ivm_layer.connect(url, set_replica_identity=True))")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
+        from .compile import compile_pg_view
+
         return compile_pg_view(self.ctx, st, slot)
 
     # -- creating -----------------------------------------------------------------------------
