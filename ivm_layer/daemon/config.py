@@ -24,12 +24,7 @@ import re
 import tomllib
 from dataclasses import dataclass, field, fields
 
-from ..errors import IVMError
-
-
-class ConfigError(IVMError):
-    """The daemon's settings are missing, contradictory or malformed."""
-
+from ..errors import ConfigError
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)?\s*$", re.IGNORECASE)
 

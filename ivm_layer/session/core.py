@@ -1,60 +1,34 @@
-"""What every session offers, whatever the database behind it: the DB-API style
-:class:`Cursor`, :class:`ViewInfo` and :class:`SessionBase` (statement dispatch and the view
-introspection API used by the shell). :mod:`ivm_layer.session.duckdb.session` (DuckDB) and
-:mod:`ivm_layer.session.postgres.session` (PostgreSQL) subclass it with their change capture."""
+"""What every session offers, whatever the database behind it: :class:`SessionBase` (PEP 249
+connection methods, DuckDB-shaped shortcuts, statement dispatch and the view introspection API
+used by the shell) and :class:`ViewInfo`. :mod:`ivm_layer.session.duckdb.session` (DuckDB) and
+:mod:`ivm_layer.session.postgres.session` (PostgreSQL) subclass it with their change capture;
+the cursor is :class:`~ivm_layer.session.cursor.Cursor`.
+
+The same application code runs on both: ``cursor()``, ``execute``/``executemany`` with
+``?``, ``$1`` or ``$name`` placeholders, ``commit()``/``rollback()``, ``close()``, the context
+manager, and errors from :mod:`ivm_layer.errors` (PEP 249 classes with a SQLSTATE)."""
 
 from __future__ import annotations
 
-import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
-from ..engine.view import View
-from ..errors import IVMError
+from ..errors import (
+    CatalogError,
+    Error,
+    InterfaceError,
+    ProgrammingError,
+    SubscriberWarning,
+)
+from .cursor import Cursor
+from .results import Result, RowsResult
 from .router import split
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..engine.protocol import View
 
-class Cursor:
-    """A DB-API style cursor over a fully fetched result."""
-
-    arraysize = 1
-
-    def __init__(self, description: list | None = None, rows: list[tuple] | None = None,
-                 rowcount: int = -1):
-        self.description = description
-        self._rows = rows or []
-        self._pos = 0
-        self.rowcount = rowcount
-
-    def fetchone(self) -> tuple | None:
-        if self._pos >= len(self._rows):
-            return None
-        row = self._rows[self._pos]
-        self._pos += 1
-        return row
-
-    def fetchmany(self, size: int | None = None) -> list[tuple]:
-        n = self.arraysize if size is None else size
-        out = self._rows[self._pos:self._pos + n]
-        self._pos += len(out)
-        return out
-
-    def fetchall(self) -> list[tuple]:
-        out = self._rows[self._pos:]
-        self._pos = len(self._rows)
-        return out
-
-    def __iter__(self) -> Iterator[tuple]:
-        while True:
-            row = self.fetchone()
-            if row is None:
-                return
-            yield row
-
-    def close(self) -> None:
-        self._rows = []
-        self._pos = 0
+__all__ = ["Cursor", "SessionBase", "SubscriberWarning", "ViewInfo", "dedupe_names"]
 
 
 @dataclass(frozen=True)
@@ -72,10 +46,6 @@ class ViewInfo:
     lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
     rebuilds: int = 0                 # rebuilds after writes to the view's static tables
-
-
-class SubscriberWarning(UserWarning):
-    """A view subscriber raised; the change it was told about is committed all the same."""
 
 
 class ViewStateBase:
@@ -103,17 +73,149 @@ class SessionBase:
     dialect = "duckdb"
     _views: dict
     _closed: bool
+    _last: Cursor | None = None      # the cursor of the last session.execute (DuckDB-style fetches)
 
-    def execute(self, sql: str, params: Sequence[Any] | dict | None = None) -> Cursor:
-        """Run one or more statements; return the cursor of the last one."""
+    # -- PEP 249 connection methods -------------------------------------------------------------
+    @property
+    def closed(self) -> bool:
+        """Whether :meth:`close` was called."""
+        return self._closed
+
+    def cursor(self) -> Cursor:
+        """A new cursor of this session (PEP 249)."""
         self._check_open()
+        return Cursor(self)
+
+    def execute(self, sql: str, params: Sequence[Any] | Mapping[str, Any] | None = None) -> Cursor:
+        """Run one or more statements (parameters: one statement only, ``?``/``$1``/``$name``
+        placeholders); return a new cursor holding the result of the last one."""
+        cur = Cursor(self)
+        cur.execute(sql, params)
+        self._last = cur
+        return cur
+
+    def executemany(self, sql: str, seq_of_params: Iterable[Sequence[Any] | Mapping[str, Any]]) -> Cursor:
+        """Run one statement once per parameter set (see :meth:`Cursor.executemany`)."""
+        cur = Cursor(self)
+        cur.executemany(sql, seq_of_params)
+        self._last = cur
+        return cur
+
+    def commit(self) -> None:
+        """Commit the open transaction (``BEGIN`` … ); without one, do nothing: statements
+        outside ``BEGIN`` commit as they run (autocommit, as in DuckDB)."""
+        self._check_open()
+        if self._in_transaction():
+            self._run("COMMIT", None)
+
+    def rollback(self) -> None:
+        """Roll back the open transaction; without one, do nothing."""
+        self._check_open()
+        if self._in_transaction():
+            self._run("ROLLBACK", None)
+
+    # DuckDB-shaped shortcuts: the result of the last ``session.execute`` (``con.execute(q);
+    # con.fetchall()`` works on a session as on a DuckDB connection)
+    @property
+    def description(self):
+        return self._last_cursor().description
+
+    @property
+    def rowcount(self) -> int:
+        return self._last_cursor().rowcount
+
+    def fetchone(self) -> tuple | None:
+        return self._last_cursor().fetchone()
+
+    def fetchmany(self, size: int = 1) -> list[tuple]:
+        return self._last_cursor().fetchmany(size)
+
+    def fetchall(self) -> list[tuple]:
+        return self._last_cursor().fetchall()
+
+    def df(self):
+        return self._last_cursor().df()
+
+    fetchdf = df
+
+    def arrow(self):
+        return self._last_cursor().arrow()
+
+    fetch_arrow_table = arrow
+
+    def pl(self):
+        return self._last_cursor().pl()
+
+    def fetch_record_batch(self, rows_per_batch: int = 1_000_000):
+        return self._last_cursor().fetch_record_batch(rows_per_batch)
+
+    def _last_cursor(self) -> Cursor:
+        cur = getattr(self, "_last", None)
+        if cur is None:
+            self._check_open()
+            raise ProgrammingError("no statement was run through session.execute() yet", sqlstate="24000")
+        return cur
+
+    # -- running statements (the cursor calls these) -----------------------------------------------
+    def _run(self, sql: str, params) -> Result:
+        """Run one or more statements; the result of the last one. The database's errors
+        come out as :mod:`ivm_layer.errors` classes, the driver's exception as ``__cause__``."""
+        self._check_open()
+        self._settle()
         texts = split(sql)
         if params is not None and len(texts) != 1:
-            raise IVMError(f"parameters need exactly one statement, got {len(texts)}")
-        cur = Cursor()
+            raise ProgrammingError(f"parameters need exactly one statement, got {len(texts)}",
+                                   sqlstate="42P02")
+        out: Result = RowsResult()
         for text in texts:
-            cur = self._execute_one(text, params)
-        return cur
+            out.close()
+            out = self._guarded(self._execute_one, text, params)
+        return out
+
+    def _run_many(self, sql: str, seq_of_params) -> Result:
+        self._check_open()
+        self._settle()
+        texts = split(sql)
+        if len(texts) != 1:
+            raise ProgrammingError(f"executemany() takes exactly one statement, got {len(texts)}",
+                                   sqlstate="42P02")
+        seq = list(seq_of_params)
+        if not seq:
+            return RowsResult(None, [], 0)
+        return self._guarded(self._execute_many, texts[0], seq)
+
+    def _guarded(self, fn, *args) -> Result:
+        try:
+            return fn(*args)
+        except Error:
+            raise
+        except Exception as e:
+            err = self._translate(e)
+            if err is None:
+                raise
+            raise err from e
+
+    def _execute_many(self, text: str, seq: list) -> Result:
+        """Default: the statement once per parameter set, all in one transaction."""
+        if not seq:
+            return RowsResult(None, [], 0)
+        own = not self._in_transaction()
+        if own:
+            self._execute_one("BEGIN", None).close()
+        total = 0
+        try:
+            for params in seq:
+                res = self._execute_one(text, params)
+                if res.rowcount > 0:
+                    total += res.rowcount
+                res.close()
+        except BaseException:
+            if own and self._in_transaction():
+                self._execute_one("ROLLBACK", None).close()
+            raise
+        if own:
+            self._execute_one("COMMIT", None).close()
+        return RowsResult(None, [], total)
 
     def view(self, name: str) -> View:
         """The engine view ``name``, kept fresh by this session."""
@@ -149,7 +251,9 @@ class SessionBase:
         change (DuckDB inside ``BEGIN … COMMIT``: at ``COMMIT``, with the transaction's
         consolidated change, nothing on ``ROLLBACK``; PostgreSQL: as committed changes are
         applied), and an exception it raises is reported as a :class:`SubscriberWarning`: the
-        change stays applied in the database and in the view alike."""
+        change stays applied in the database and in the view alike. Callbacks registered on
+        the engine view itself (``session.view(name).subscribe``) are called the same way (both
+        through :meth:`ivm_layer.maintain.viewset.ViewSet.notify`)."""
         self._check_open()
         vs = self._state(name)
         vs.subscribers.append(callback)
@@ -159,12 +263,6 @@ class SessionBase:
                 vs.subscribers.remove(callback)
 
         return unsubscribe
-
-    def _notify(self, pending: dict) -> None:
-        """Run session subscribers with each view's consolidated change (after a commit)."""
-        for vs, change in pending.items():
-            notify(vs, [(r, k) for r, k in change.items() if k])
-        pending.clear()
 
     def close(self) -> None:  # pragma: no cover - every session overrides it
         raise NotImplementedError
@@ -176,8 +274,18 @@ class SessionBase:
         self.close()
 
     # -- for subclasses -----------------------------------------------------------------
-    def _execute_one(self, text: str, params) -> Cursor:  # pragma: no cover
+    def _execute_one(self, text: str, params) -> Result:  # pragma: no cover
         raise NotImplementedError
+
+    def _in_transaction(self) -> bool:  # pragma: no cover
+        raise NotImplementedError
+
+    def _settle(self) -> None:
+        """Before the connection runs another statement: free it from a pending result."""
+
+    def _translate(self, exc: BaseException) -> Error | None:
+        """The layer's error for a driver exception that left a statement; None: not one."""
+        return None
 
     def _view_lag(self, vs) -> tuple[int | None, float | None]:
         """(bytes, seconds) the view is behind its source; (None, None) without a stream."""
@@ -185,28 +293,14 @@ class SessionBase:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise IVMError("the session is closed")
+            raise InterfaceError("the session is closed", sqlstate="08003")
 
     def _state(self, name: str):
         vs = self._views.get(name.lower())
         if vs is None:
-            raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
+            raise CatalogError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}",
+                               sqlstate="42P01")
         return vs
-
-
-def notify(vs, change: list[tuple[tuple, int]]) -> None:
-    """Tell the session subscribers of view state ``vs`` about a committed ``change``; an
-    exception a subscriber raises becomes a :class:`SubscriberWarning` (a subscriber's bug must
-    not undo or stop anything)."""
-    if not change:
-        return
-    for cb in list(vs.subscribers):
-        try:
-            cb(list(change))
-        except Exception as e:  # noqa: BLE001
-            warnings.warn(SubscriberWarning(
-                f"a subscriber of view {vs.name!r} raised {type(e).__name__}: {e} "
-                "(the change is committed and applied to the view)"), stacklevel=4)
 
 
 def unalterable(name: str) -> str:

@@ -19,7 +19,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ..errors import IVMError, SQLError
+from ..errors import NotSupportedError, SQLError
 from ..io.duckdb.capture import quote
 
 
@@ -82,9 +82,9 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
                 kept.append(cond)
         missing = [p for p in wanted if p not in found]
         if missing:
-            raise IVMError(f"incremental view {name!r} is parameterized: give its input(s) "
+            raise SQLError(f"incremental view {name!r} is parameterized: give its input(s) "
                            f"{', '.join(missing)} in the WHERE clause of the query that reads it, "
-                           f"e.g. SELECT … FROM {name} WHERE {missing[0]} = …")
+                           f"e.g. SELECT … FROM {name} WHERE {missing[0]} = …", sqlstate="42P02")
         if where is not None:
             if kept:
                 out = kept[0]
@@ -104,6 +104,6 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
         marks = [n for n in tree.find_all(exp.Placeholder)]
         inside = {id(n) for v in values for n in v.find_all(exp.Placeholder)}
         if any(id(m) not in inside for m in marks):
-            raise IVMError("with a parameterized view, statement parameters may only give its inputs "
-                           "(WHERE acc = ?); write the other values into the query")
+            raise NotSupportedError("with a parameterized view, statement parameters may only give its inputs "
+                                    "(WHERE acc = ?); write the other values into the query")
     return tree.sql(dialect="duckdb"), lookups, values

@@ -18,7 +18,7 @@ import os
 import shutil
 import sys
 
-from ..errors import IVMError
+from ..errors import IVMError, UsageError
 from .args import build_parser
 from .meta import QuitShell, ShellError
 from .notices import Notices
@@ -29,9 +29,6 @@ from .variables import VariableError, Variables
 
 EXIT_OK, EXIT_FAILURE, EXIT_BADCONN, EXIT_USER, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 
-
-class UsageError(ShellError):
-    """The command line asks for something the shell cannot do (exit status 1, as psql)."""
 
 _MEMORY = (None, "duckdb://", "duckdb:///", "duckdb:///:memory:", ":memory:")
 FORMS = ("nothing (an in-memory DuckDB), a DuckDB file (app.duckdb, app.db, duckdb:///path/app.duckdb), "

@@ -15,15 +15,11 @@ import re
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from ..errors import IVMError
+from ..errors import ShellError
 from .redact import mask
 
 if TYPE_CHECKING:
     from .context import ShellContext
-
-
-class ShellError(IVMError):
-    """A meta-command was misused (unknown command, bad argument, missing file)."""
 
 
 class QuitShell(Exception):

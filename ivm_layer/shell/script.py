@@ -29,7 +29,7 @@ import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 
-from ..errors import IVMError
+from ..errors import ScanError
 
 
 @dataclass(frozen=True)
@@ -77,9 +77,6 @@ _SPECIAL = re.compile(r"""[;'"$:\\()\n]|--|/\*""")   # a value holding these is 
 _PLAIN = re.compile(r"""\s*+([A-Za-z_](?:[^'"$:;\\/-]++|-(?!-)|/(?!\*)|'[^'\\]*+')*+);""")
 _PARENS = re.compile(r"'[^']*'|[()]")
 
-
-class ScanError(IVMError):
-    """The input cannot be cut into statements (a variable that expands forever)."""
 
 
 def quote_literal(value: str) -> str:

@@ -12,16 +12,13 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from ..errors import IVMError
+from ..errors import VariableError
 
 _NAME = re.compile(r"[A-Za-z0-9_]+")
 _TRUE = ("on", "true", "yes", "1")
 _FALSE = ("off", "false", "no", "0")
 BOOLEANS = ("ON_ERROR_STOP", "QUIET")
 
-
-class VariableError(IVMError):
-    """A variable name or value the shell cannot take."""
 
 
 def parse_bool(value: str, name: str) -> bool:

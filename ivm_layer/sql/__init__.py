@@ -1,24 +1,14 @@
 """SQL front-end: SQL text to generalized conjunctive queries (GCQs) with sqlglot.
 
-``translate_select`` (and sqlglot with it) is loaded on first use, so the helpers that need
-no parse (:mod:`.sqltext`, used by the session router on every statement) cost no sqlglot
-import.
-"""
-
-from __future__ import annotations
-
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from .translate import translate_select
+``translate_select`` (and sqlglot with it) loads on first use, so the light modules of this
+package (``sqltext``: where literals and comments end) cost nothing to import."""
 
 __all__ = ["translate_select"]
 
 
-def __getattr__(name: str) -> Any:
+def __getattr__(name: str):
     if name == "translate_select":
         from .translate import translate_select
 
-        globals()[name] = translate_select
         return translate_select
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    raise AttributeError(f"module 'ivm_layer.sql' has no attribute {name!r}")

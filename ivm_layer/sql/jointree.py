@@ -97,7 +97,7 @@ def _item(item: exp.Expression, tables) -> Leaf | Node:
                           "(name the subquery as a view of its own)", item)
     name = item.name.lower()
     if name not in tables:
-        raise SQLError(f"unknown table {item.name!r}{position(item)}; known: {', '.join(sorted(tables))}")
+        raise SQLError(f"unknown table {item.name!r}{position(item)}; known: {', '.join(sorted(tables))}", sqlstate="42P01")
     return Leaf((item.alias or item.name).lower(), name, item)
 
 
@@ -205,7 +205,7 @@ class JoinTreeTranslator:
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
                 a = node.table.lower()
                 if a not in self.aliases:
-                    raise SQLError(f"unknown table or alias {node.table!r}{position(node)}")
+                    raise SQLError(f"unknown table or alias {node.table!r}{position(node)}", sqlstate="42P01")
                 for c in self.tables[self.aliases[a]]:
                     exprs.append(("var", f"{a}.{c}"))
                     columns.append(c)
@@ -370,14 +370,14 @@ def resolver(scope: list[tuple[str, tuple]], aliases: set[str], alias_tables: di
         if col.table:
             q = col.table.lower()
             if q not in aliases:
-                raise SQLError(f"unknown table or alias {col.table!r}{position(col)}")
+                raise SQLError(f"unknown table or alias {col.table!r}{position(col)}", sqlstate="42P01")
             if name not in tables[alias_tables[q]]:
                 raise SQLError(f"table {alias_tables[q]!r} (alias {q!r}) has no column {col.name!r}"
                                f"{position(col)}")
             return ("var", f"{q}.{name}")
         hits = [e for n, e in scope if n == name]
         if not hits:
-            raise SQLError(f"unknown column {col.name!r}{position(col)}")
+            raise SQLError(f"unknown column {col.name!r}{position(col)}", sqlstate="42703")
         if len(hits) > 1:
             owners = sorted({v.split(".")[0] for e in hits for v in tree_vars(e)})
             raise SQLError(f"column {col.name!r} is ambiguous{position(col)}: qualify it with one of "

@@ -14,15 +14,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-
-import sqlglot
-from sqlglot import exp
-from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import ErrorLevel, SqlglotError, UnsupportedError
-from sqlglot.tokens import TokenType
+from typing import TYPE_CHECKING
 
 from ..errors import SQLError, UnsupportedSQLError
-from .parse import parse_statements
+
+if TYPE_CHECKING:  # pragma: no cover - sqlglot loads when a statement is first classified
+    from sqlglot import exp
 
 
 @dataclass
@@ -94,11 +91,16 @@ def _quote(name: str) -> str:
 
 
 def _tokenize(sql: str, dialect: str):
+    from sqlglot.dialects.dialect import Dialect
+
     return Dialect.get_or_raise(dialect).tokenize(sql)
 
 
 def split_statements(sql: str, dialect: str = "duckdb") -> list[str]:
     """Split a string into statement texts at top-level semicolons (empty statements dropped)."""
+    from sqlglot.errors import SqlglotError
+    from sqlglot.tokens import TokenType
+
     try:
         tokens = _tokenize(sql, dialect)
     except SqlglotError:
@@ -121,6 +123,8 @@ def split_statements(sql: str, dialect: str = "duckdb") -> list[str]:
 
 
 def _table_names(node: exp.Expression) -> list[str]:
+    from sqlglot import exp
+
     names: list[str] = []
     ctes = {c.alias_or_name.lower() for c in node.find_all(exp.CTE)}
     for t in node.find_all(exp.Table):
@@ -142,6 +146,8 @@ _INCREMENTAL = re.compile(r"\s*CREATE\s+(OR\s+REPLACE\s+)?INCREMENTAL\b", re.I)
 
 
 def _head(sql: str, dialect: str):
+    from sqlglot.errors import SqlglotError
+
     try:
         return _tokenize(sql, dialect)
     except SqlglotError as e:
@@ -154,6 +160,10 @@ def _head(sql: str, dialect: str):
 
 def classify(sql: str, dialect: str = "duckdb") -> Statement:
     """Classify one statement (see the dataclasses above)."""
+    import sqlglot
+    from sqlglot import exp
+    from sqlglot.errors import SqlglotError
+
     text = sql.strip().rstrip(";").strip()
     tokens = _head(text, dialect)
     words = [t.text.upper() for t in tokens[:6]]
@@ -224,6 +234,11 @@ def _incremental_head(text: str, tokens) -> tuple[int, bool, bool] | None:
 
 
 def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect: str) -> CreateIncrementalView:
+    from sqlglot import exp
+    from sqlglot.errors import ErrorLevel, UnsupportedError
+
+    from .parse import parse_statements
+
     view_idx, or_replace, materialized = head
     rest = ("CREATE OR REPLACE VIEW" if or_replace else "CREATE VIEW") + text[tokens[view_idx].end + 1:]
     nodes = parse_statements(rest, dialect, "CREATE INCREMENTAL VIEW")
@@ -268,6 +283,8 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
 
 def _static_option(node: exp.Create) -> list[str]:
     """The table names of a ``WITH (static = 'a, b')`` view option; other options are refused."""
+    from sqlglot import exp
+
     props = node.args.get("properties")
     out: list[str] = []
     for p in props.expressions if props is not None else ():

@@ -211,7 +211,7 @@ class _Translator(ComparisonReader):
         else:
             name = node.name.lower()
         if name not in self.tables:
-            raise SQLError(f"unknown table {node.name!r}{_position(node)}; known: {', '.join(sorted(self.tables))}")
+            raise SQLError(f"unknown table {node.name!r}{_position(node)}; known: {', '.join(sorted(self.tables))}", sqlstate="42P01")
         alias = (node.alias or node.name).lower()
         if alias in self.aliases:
             raise SQLError(f"duplicate table alias {alias!r}{_position(node)}: give each occurrence its own alias")
@@ -252,7 +252,7 @@ class _Translator(ComparisonReader):
             raise _unsupported("schema-qualified column", col)
         if qual is not None:
             if qual not in self.aliases:
-                raise SQLError(f"unknown table or alias {col.table!r}{_position(col)}")
+                raise SQLError(f"unknown table or alias {col.table!r}{_position(col)}", sqlstate="42P01")
             if name not in self.tables[self.aliases[qual]]:
                 raise SQLError(f"table {self.aliases[qual]!r} (alias {qual!r}) has no column {col.name!r}{_position(col)}")
             key = f"{qual}.{name}"
@@ -261,7 +261,7 @@ class _Translator(ComparisonReader):
             owners = [a for a in self.alias_order if name in self.tables[self.aliases[a]]
                       and f"{a}.{name}" not in self.merged]
             if not owners:
-                raise SQLError(f"unknown column {col.name!r}{_position(col)}")
+                raise SQLError(f"unknown column {col.name!r}{_position(col)}", sqlstate="42703")
             if len(owners) > 1:
                 raise SQLError(f"column {col.name!r} is ambiguous{_position(col)}: qualify it with one of {', '.join(owners)}")
             key = f"{owners[0]}.{name}"
@@ -300,7 +300,7 @@ class _Translator(ComparisonReader):
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
                 alias = node.table.lower()
                 if alias not in self.aliases:
-                    raise SQLError(f"unknown table or alias {node.table!r}{_position(node)}")
+                    raise SQLError(f"unknown table or alias {node.table!r}{_position(node)}", sqlstate="42P01")
                 for c in self.tables[self.aliases[alias]]:
                     outs.append((c, ("var", self._column(exp.column(c, alias)))))
                 continue

@@ -94,7 +94,7 @@ class _Builder:
     def window(self, w: exp.Window) -> exp.Column:
         base = self.named.get(w.alias.lower()) if isinstance(w.args.get("alias"), exp.Identifier) else None
         if isinstance(w.args.get("alias"), exp.Identifier) and base is None:
-            raise SQLError(f"unknown window {w.alias!r}{position(w)}")
+            raise SQLError(f"unknown window {w.alias!r}{position(w)}", sqlstate="42704")
         partition = w.args.get("partition_by") or (base.args.get("partition_by") if base is not None else None) or []
         order = w.args.get("order") or (base.args.get("order") if base is not None else None)
         spec = w.args.get("spec") or (base.args.get("spec") if base is not None else None)
@@ -231,7 +231,7 @@ class _Builder:
             a = node.table.lower()
             names = {x for x in _aliases(tree)}
             if a not in names:
-                raise SQLError(f"unknown table or alias {node.table!r}{position(node)}")
+                raise SQLError(f"unknown table or alias {node.table!r}{position(node)}", sqlstate="42P01")
             table = _aliases(tree)[a]
             return [(c, exp.column(c, a)) for c in self.tables[table]]
         return [(n, _sql_of(e)) for n, e in visible(tree, self.tables, self.dialect)]
@@ -398,10 +398,10 @@ def top_n(select: exp.Select, tables, dialect: str, translate) -> WindowQuery | 
 
     def column(col: exp.Column) -> str:
         if col.table and col.table.lower() != alias:
-            raise SQLError(f"unknown table or alias {col.table!r}{position(col)}")
+            raise SQLError(f"unknown table or alias {col.table!r}{position(col)}", sqlstate="42P01")
         hits = [i for i, c in enumerate(cols) if c == col.name.lower()]
         if not hits:
-            raise SQLError(f"unknown column {col.name!r}{position(col)}")
+            raise SQLError(f"unknown column {col.name!r}{position(col)}", sqlstate="42703")
         if len(hits) > 1:
             raise SQLError(f"column {col.name!r} is ambiguous{position(col)}")
         return f"\0s{hits[0]}"

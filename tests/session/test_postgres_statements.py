@@ -10,7 +10,7 @@ import psycopg
 import pytest
 
 import ivm_layer
-from ivm_layer.errors import IVMError, SQLError
+from ivm_layer.errors import DataError, IVMError, SQLError
 
 Q = "SELECT r.a, s.c FROM r JOIN s ON r.b = s.b"
 
@@ -52,9 +52,10 @@ def test_copy_in_both_directions(env):
     assert out.count(b"\n") == 6
     with pytest.raises(IVMError, match="COPY … FROM STDIN needs its data"):
         s.execute("COPY r FROM STDIN")
-    with pytest.raises(SQLError, match="invalid input syntax for type integer"):
+    with pytest.raises(DataError, match="invalid input syntax for type integer") as e:
         s.execute("COPY r FROM STDIN", "not a number\t1\n")
-    with pytest.raises(SQLError, match="invalid input syntax"):
+    assert e.value.sqlstate == "22P02" and isinstance(e.value.__cause__, psycopg.errors.InvalidTextRepresentation)
+    with pytest.raises(DataError, match="invalid input syntax"):
         with s.copy("COPY r FROM STDIN") as cp:
             cp.write("x\ty\n")
     assert s.execute("SELECT count(*) FROM r").fetchone() == (6,)          # the session still works

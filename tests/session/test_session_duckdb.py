@@ -105,7 +105,7 @@ def run_workload(s, rng, steps):
             s.execute(stmt)
             check(s)  # read-your-writes inside the transaction
         if rng.random() < 0.15:  # a failing statement aborts the DuckDB transaction
-            with pytest.raises(duckdb.Error):
+            with pytest.raises(ivm_layer.errors.DataError):
                 s.execute("INSERT INTO r VALUES (1/0::INTEGER, 1, 'x')")
         end = rng.choice(["COMMIT", "ROLLBACK", "ROLLBACK"])
         s.execute(end)
@@ -257,8 +257,9 @@ def test_errors_pass_through():
 
 def test_failed_autocommit_statement_changes_nothing():
     s = make_session()
-    with pytest.raises(duckdb.Error):
+    with pytest.raises(ivm_layer.errors.DataError) as e:
         s.execute("INSERT INTO r VALUES (1, 2, 'x'), (1/0::INTEGER, 2, 'x')")
+    assert isinstance(e.value.__cause__, duckdb.ConversionException)
     check(s)
     s.execute("INSERT INTO r VALUES (9, 2, 'x')")
     check(s)
@@ -286,7 +287,7 @@ def test_commit_of_aborted_transaction_is_a_rollback():
     s.execute("INSERT INTO r VALUES (2, 2, 'x'), (2, 3, 'y')")
     s.execute("DELETE FROM s WHERE b = 2")
     check(s)
-    with pytest.raises(duckdb.Error):
+    with pytest.raises(ivm_layer.errors.DataError):
         s.execute("INSERT INTO r VALUES (1/0::INTEGER, 1, 'x')")
     s.execute("COMMIT")  # DuckDB silently rolls back an aborted transaction
     check(s)

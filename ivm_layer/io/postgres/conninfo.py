@@ -22,7 +22,15 @@ import re
 import time
 from dataclasses import dataclass
 
-from ...errors import IVMError
+from ...errors import (
+    ConnectionLost,
+    ConnectionLostError,
+    ConnectionTargetError,
+    IVMError,
+    PostgresError,
+    PrivilegeError,
+    from_driver,
+)
 
 _URL = re.compile(r"^\s*(postgres(?:ql)?)(\+[a-z0-9_]+)?://", re.IGNORECASE)
 _DRIVERS = {"+psycopg", "+psycopg2", "+psycopg3", "+pg8000", "+asyncpg"}
@@ -37,10 +45,6 @@ _KEYWORDS = {
     "gsslib", "service", "target_session_attrs", "load_balance_hosts",
 }
 _KV = re.compile(r"^\s*([a-z_]+)\s*=", re.IGNORECASE)
-
-
-class ConnectionTargetError(IVMError):
-    """The connection target (URL or conninfo string) cannot be used."""
 
 
 def is_postgres_target(text: str | None) -> bool:
@@ -77,21 +81,6 @@ def normalize(text: str) -> str:
         raise ConnectionTargetError(f"cannot read the connection target {redact(text)}: "
                                     f"{redact_text(str(e), text)}") from None
     return out
-
-
-class PostgresError(IVMError):
-    """A PostgreSQL-side failure of the connector (connection, slot, replication protocol).
-    ``sqlstate`` is the server's error code when there is one."""
-
-    def __init__(self, message: str, sqlstate: str | None = None):
-        super().__init__(message)
-        self.sqlstate = sqlstate
-
-
-class ConnectionLost(PostgresError):
-    """The connection went away or the server cannot take one right now (shutdown, restart,
-    ``pg_terminate_backend``, a slot still held by a walsender that is exiting): worth
-    retrying with a new connection."""
 
 
 # errors that a new connection attempt will not cure: bad credentials, no such database or
@@ -253,30 +242,38 @@ class ControlConnection:
             self.conn.close()
 
 
-class ConnectionLostError(IVMError):
-    """The connection to PostgreSQL was lost (server restart, ``pg_terminate_backend``)."""
-
-
-class PrivilegeError(IVMError):
-    """The role lacks a privilege the operation needs (PostgreSQL's message is included)."""
-
-
-def as_ivm_error(err: BaseException, target: str | None = None) -> IVMError:
-    """A psycopg exception as the layer's error, password-free: lost connections as
-    :class:`ConnectionLostError`, missing privileges as :class:`PrivilegeError` (with what to
-    grant), anything else as :class:`~ivm_layer.errors.SQLError`."""
+def as_ivm_error(err: BaseException, target: str | None = None, lost: bool | None = None) -> IVMError:
+    """A psycopg exception as the layer's error, password-free, with its SQLSTATE and the
+    psycopg exception as ``__cause__`` (unless its text held a password): a lost connection
+    (``lost``, or by default an OperationalError/InterfaceError without a SQLSTATE or with a
+    connection-class one) as :class:`ConnectionLostError`, missing privileges as
+    :class:`PrivilegeError` (with what to grant), anything else as the PEP 249 class of its
+    SQLSTATE (:func:`ivm_layer.errors.from_driver`): a unique violation is an IntegrityError
+    with sqlstate 23505, a syntax error a SQLError with 42601. Raise it with a plain ``raise``
+    (the cause is set here)."""
     import psycopg
 
-    from ...errors import SQLError
-
-    text = redact_text(str(err).strip(), target)
-    if isinstance(err, psycopg.errors.InsufficientPrivilege):
-        return PrivilegeError(f"permission denied: {text} (the session's role needs SELECT on the view's "
-                              "tables, REPLICATION, CREATE on the database, and ownership of the tables "
-                              "it publishes or sets REPLICA IDENTITY FULL on; ask their owner)")
-    if isinstance(err, psycopg.OperationalError | psycopg.InterfaceError):
-        return ConnectionLostError(f"the connection to PostgreSQL failed: {text}")
-    return SQLError(text)
+    raw = str(err).strip()
+    text = redact_text(raw, target)
+    state = getattr(err, "sqlstate", None)
+    if lost is None:
+        lost = isinstance(err, psycopg.OperationalError | psycopg.InterfaceError) and (
+            state is None or state.startswith(("08", "57P")))
+    if lost:
+        out: IVMError = ConnectionLostError(f"the connection to PostgreSQL failed: {text}",
+                                            sqlstate=state or "08006")
+    elif isinstance(err, psycopg.errors.InsufficientPrivilege):
+        out = PrivilegeError(f"permission denied: {text} (the session's role needs SELECT on the view's "
+                             "tables, REPLICATION, CREATE on the database, and ownership of the tables "
+                             "it publishes or sets REPLICA IDENTITY FULL on; ask their owner)")
+    else:
+        out = from_driver(err, text)
+    if text != raw:                       # a password was in the text: keep the driver's exception out
+        out.__cause__ = None
+        out.__suppress_context__ = True
+    else:
+        out.__cause__ = err
+    return out
 
 
 @contextlib.contextmanager
@@ -287,7 +284,7 @@ def driver_errors(target: str | None = None):
     try:
         yield
     except psycopg.Error as e:
-        raise as_ivm_error(e, target) from None
+        raise as_ivm_error(e, target)  # as_ivm_error sets the cause
 
 
 # -- the driver's facts, for code outside ivm_layer/io/ (which never imports psycopg) ------------

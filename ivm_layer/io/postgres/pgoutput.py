@@ -37,7 +37,7 @@ Conventions (stable; other components rely on them):
   ``changes`` because the TRUNCATE wipes them anyway, so this order is exact.
 - **Values** are decoded with psycopg's own loaders for the column's type OID (text format
   for ``t``, binary for ``b``): int2/int4/int8 → ``int``, numeric → ``Decimal``, float4/8 →
-  ``float``, text/varchar/bpchar/name → ``str``, bool → ``bool``, date → ``datetime.date``,
+  ``float`` (a NaN is the engine's one SQL NaN, :data:`ivm_layer.engine.values.NAN`), text/varchar/bpchar/name → ``str``, bool → ``bool``, date → ``datetime.date``,
   timestamp → naive ``datetime``, timestamptz → ``datetime`` in UTC, time, interval, uuid →
   ``uuid.UUID``, bytea → ``bytes``. Rows must be hashable (the engine keys on them), so
   ``json``/``jsonb`` are kept as their text (jsonb's output text is canonical: equal jsonb
@@ -62,8 +62,8 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...engine.values import FLOAT_NAN as NAN
-from ...errors import IVMError
+from ...engine.values import NAN
+from ...errors import PgOutputError, ReplicaIdentityError
 
 __all__ = [
     "NAN",
@@ -90,18 +90,6 @@ _U64 = struct.Struct("!Q")
 _JSON_OIDS = {114, 3802}  # json, jsonb
 _FLOAT_OIDS = {700, 701}  # float4, float8
 _FLOAT_ARRAY_OIDS = {1021, 1022}
-
-class PgOutputError(IVMError):
-    """A pgoutput message could not be decoded (protocol violation or out-of-order stream)."""
-
-
-class ReplicaIdentityError(PgOutputError):
-    """An UPDATE/DELETE arrived without the full old row: the table needs REPLICA IDENTITY FULL."""
-
-    def __init__(self, message: str, table: str):
-        super().__init__(message)
-        self.table = table
-
 
 def qualified_name(schema: str, table: str) -> str:
     """``table`` for the ``public`` schema, ``schema.table`` otherwise."""

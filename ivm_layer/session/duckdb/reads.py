@@ -1,19 +1,17 @@
 """Serving reads of non-materialized incremental views without copying them (DuckDB).
 
-Each served view ``v`` is a DuckDB ``TEMP VIEW v`` over a name that exists only while a
-statement runs: ``SELECT … FROM _ivm_rows_v`` with casts to the view's exact column types.
-For every statement that mentions ``v``, the session registers a lazy Arrow
-``RecordBatchReader`` under that name over the engine's batched enumeration
-(:func:`view_reader`), runs the statement, and unregisters it. DuckDB pulls batches only as
-far as it needs them: ``SELECT * FROM v LIMIT 10`` reads one batch (O(rows returned)), a join
-with a table or an aggregate over the view reads the view once, and nothing is ever written.
+Each served view ``v`` is a DuckDB ``TEMP VIEW v``: ``SELECT … FROM _ivm_rows_v`` with casts
+to the view's exact column types, where ``_ivm_rows_v`` is a :class:`LiveRows` registered once:
+on every scan it hands DuckDB a lazy Arrow ``RecordBatchReader`` over the engine's batched
+enumeration (:func:`view_reader`). DuckDB pulls batches only as far as it needs them:
+``SELECT * FROM v LIMIT 10`` reads one batch (O(rows returned)), a join with a table or an
+aggregate over the view reads the view once per scan, and nothing is ever written.
 
 ``SELECT count(*) FROM v`` (alone) is answered from the engine's count in O(1): the statement
 runs over an empty reader to get DuckDB's own result description, and the count is put in.
 
-Cost per statement (measured, DuckDB 2.0): registering and unregistering a reader ≈ 0.7 ms;
-``LIMIT 10`` ≈ 1–2 ms whatever the view's size; a full scan ≈ 0.3 µs per row plus the
-engine's enumeration.
+Cost per statement (measured, DuckDB 2.0): ``LIMIT 10`` ≈ 1–2 ms whatever the view's size; a
+full scan ≈ 0.3 µs per row plus the engine's enumeration.
 """
 
 from __future__ import annotations
@@ -113,6 +111,38 @@ def warm_up(background: bool = False) -> None:
     pa.array([1], type=pa.int64())
 
 
+class LiveRows:
+    """A served view's rows as DuckDB scans them, registered once under :func:`rows_name` for
+    the session's life: every scan asks for a fresh Arrow stream (the PyCapsule interface;
+    DuckDB ≥ 1.5 calls ``__arrow_c_stream__`` per scan) over the engine's current rows, so a
+    statement may scan the view several times, and ``session.connection`` reads it too. The
+    schema comes from ``__arrow_c_schema__`` without enumerating anything. ``empty``: serve no
+    rows (the session reads a statement's result shape this way)."""
+
+    def __init__(self, views, name: str):
+        self._views = views            # the session's name → view state map
+        self.name = name
+        self.empty = False
+
+    def _state(self):
+        vs = self._views.get(self.name)
+        if vs is None:
+            from ...errors import SQLError
+
+            raise SQLError(f"incremental view {self.name!r} was dropped")
+        if vs.error is not None:
+            raise vs.error
+        return vs
+
+    def __arrow_c_schema__(self):
+        return self._state().schema.__arrow_c_schema__()
+
+    def __arrow_c_stream__(self, requested_schema=None):
+        vs = self._state()
+        rdr = reader((), vs.schema) if self.empty else view_reader(vs.view, vs.schema)
+        return rdr.__arrow_c_stream__(requested_schema)
+
+
 def reader(pairs: Iterable[tuple[tuple, int]], schema):
     """A lazy ``RecordBatchReader`` over ``(row, k)`` pairs (a lookup's answer)."""
     import pyarrow as pa
@@ -145,17 +175,6 @@ class ViewNames:
                 name = m.group(1).lower()
                 out[name] = out.get(name, 0) + 1
         return out
-
-
-_WITH = re.compile(r"\bWITH\b", re.IGNORECASE)
-
-
-def scanned_once(text: str, kind: str, flags: frozenset, mentions: int) -> bool:
-    """Whether DuckDB reads a served view the statement names ``mentions`` times at most once,
-    so a one-pass Arrow reader can serve it: not when it is named twice, under a ``WITH``
-    (a CTE may be scanned per reference), or in an ``UPDATE`` or upsert (the session reads
-    the rows they change with a separate ``SELECT`` first)."""
-    return mentions == 1 and kind != "update" and "upsert" not in flags and not _WITH.search(text)
 
 
 _IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'

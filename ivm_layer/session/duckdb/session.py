@@ -8,19 +8,27 @@ A :class:`Session` wraps one DuckDB connection. Its cost follows the change, not
 - **Capture** (:mod:`ivm_layer.io.duckdb.capture`): a write to a table an incremental view reads is
   run so that DuckDB returns exactly the rows it changed (``RETURNING``, the pre-image of an
   ``UPDATE``, ``COPY`` through a stage table); those rows are applied to the views reading
-  the table through the engine's two-phase update (all views or none), and to materialized
-  view tables, in the statement's transaction. Writes DuckDB cannot describe row by row
+  the table through the one road of :class:`~ivm_layer.maintain.viewset.ViewSet` (all views
+  or none), and to materialized view tables, in the statement's transaction. Writes DuckDB cannot describe row by row
   (``INSERT OR REPLACE``, ``ON CONFLICT DO UPDATE``, ``MERGE``) and writes made around the
   session (``session.connection``, another connection) are found by a fingerprint check on
   ``sync()``/``poll()`` and after statements the router cannot attribute to one table, then
   diffed (O(table)).
-- **Reads** (:mod:`.reads`): a non-materialized view is a ``TEMP VIEW`` over a lazy Arrow
-  reader of the engine's rows registered for the statement that reads it; ``count(*)`` is
-  the engine's O(1) count. Nothing is copied.
+- **Reads** (:mod:`.reads`): a non-materialized view is a ``TEMP VIEW`` over the engine's
+  rows, registered once as an Arrow stream that DuckDB enumerates afresh on every scan
+  (so ``session.connection.execute("SELECT * FROM v")`` reads it too); ``count(*)`` is the
+  engine's O(1) count. Nothing is copied. Results stream: the cursor pulls rows from DuckDB
+  as they are fetched (:mod:`ivm_layer.session.results`).
+- **DB-API** (:mod:`ivm_layer.session.core`): PEP 249 methods, ``?``/``$1``/``$name``
+  placeholders (DuckDB's own), ``executemany`` of an ``INSERT … VALUES`` as one
+  ``INSERT … SELECT`` over an Arrow table of the rows (captured like any insert, O(rows));
+  DuckDB's replacement scans see the caller's pandas/Arrow/polars objects
+  (``python_scan_all_frames``); DuckDB's exceptions come out as :mod:`ivm_layer.errors`
+  classes with a SQLSTATE.
 - **Transactions**: inside ``BEGIN … COMMIT`` every captured change is applied at once (your
   own writes show in the views) and logged; ``ROLLBACK`` (or a failed ``COMMIT``) undoes the
-  engine side, DuckDB rolls back the materialized tables itself. Subscribers run after the
-  commit.
+  engine side, DuckDB rolls back the materialized tables itself. Subscribers — the
+  session's and the engine views' own — run after the commit.
 
 View definitions live in ``ivm.views(name, kind, definition)``; a session on a file database
 checks every catalog row and recompiles and reloads the views from the current table contents
@@ -30,15 +38,24 @@ when it connects; a row that fails the checks stops that view alone.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable
-from typing import Any
+import weakref
+from typing import TYPE_CHECKING, Any, Self
 
-from ...engine.view import View
-from ...errors import IVMError
-from ...io.duckdb import capture as duck
-from ..core import Cursor, SessionBase, ViewInfo, unalterable
-from ..router import Route, first_word, route
+from ...errors import (
+    Error,
+    InterfaceError,
+    NotSupportedError,
+    ProgrammingError,
+    from_driver,
+)
+from ...sql.statements import classify
+from .. import placeholders
+from ..core import Cursor, SessionBase, ViewInfo
+from ..results import DuckResult, Result, RowsResult, StreamGuard
+from ..router import Route, route
 from . import reads
+from .ddl import drop_statement, guard_ddl
+from .serving import ServedViews
 from .tables import run
 from .views import (
     CatalogWarning,
@@ -46,11 +63,21 @@ from .views import (
     SourceGoneError,
     ViewState,
     is_parameterized,
-    quote,
 )
 from .writes import DuckWriter
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
+
 __all__ = ["CatalogWarning", "Cursor", "Session", "SourceGoneError", "ViewInfo", "connect"]
+
+_PARAMS = "_ivm_params"     # the registered Arrow table of an executemany's rows
+
+
+def duckdb_error() -> type[BaseException]:
+    import duckdb
+
+    return duckdb.Error
 
 
 def connect(url: str | None = None, **options: Any) -> SessionBase:
@@ -59,17 +86,17 @@ def connect(url: str | None = None, **options: Any) -> SessionBase:
     ``"postgresql://…"``: a :class:`~ivm_layer.session.postgres.session.PostgresSession`, with
     ``options`` (``session=``, ``state_dir=``, ``set_replica_identity=``, …) passed to
     :func:`~ivm_layer.session.postgres.session.connect_postgres`."""
+    import duckdb
+
     from ...io.postgres.conninfo import is_postgres_target
 
-    if is_postgres_target(url):   # a PostgreSQL session never loads duckdb (≈ 0.15 s of CPU)
+    if is_postgres_target(url):
         from ..postgres.session import connect_postgres
 
         return connect_postgres(url, **options)
-    import duckdb
-
     progress = options.pop("progress", None)
     if options:
-        raise IVMError(f"options {', '.join(sorted(options))} apply to PostgreSQL sessions only")
+        raise ProgrammingError(f"options {', '.join(sorted(options))} apply to PostgreSQL sessions only")
     if url is None or url in ("duckdb://", "duckdb:///:memory:", ":memory:", "duckdb:///"):
         path = ":memory:"
     elif url.startswith("duckdb:///"):
@@ -80,18 +107,14 @@ def connect(url: str | None = None, **options: Any) -> SessionBase:
         path = url
     else:
         scheme = url.split("://", 1)[0] if "://" in url else url
-        raise IVMError(f"database URL {url!r}: {scheme} is not supported yet (only DuckDB: "
-                       "None, ':memory:', 'duckdb://', 'duckdb:///path/file.duckdb')")
+        raise InterfaceError(f"database URL {url!r}: {scheme} is not supported (DuckDB: None, "
+                             "':memory:', 'duckdb://', 'duckdb:///path/file.duckdb'; PostgreSQL: "
+                             "'postgresql://user@host:port/dbname')", sqlstate="08001")
     try:
         conn = duckdb.connect(path)
     except duckdb.Error as e:
-        raise IVMError(f"cannot open DuckDB database {path!r}: {e}") from e
+        raise from_driver(e, f"cannot open DuckDB database {path!r}: {e}") from e
     return Session(conn, url=url or "duckdb://", progress=progress)
-
-
-# With no incremental view, only these statements need the router: transaction control (the
-# session tracks BEGIN … COMMIT) and CREATE (CREATE INCREMENTAL VIEW); the rest go to DuckDB.
-_ROUTED_WITHOUT_VIEWS = frozenset({"BEGIN", "START", "COMMIT", "END", "ROLLBACK", "ABORT", "CREATE"})
 
 
 class Session(SessionBase):
@@ -104,16 +127,29 @@ class Session(SessionBase):
         self._conn = conn
         self._catalog = DuckViews(conn, progress)
         self._views: dict[str, ViewState] = self._catalog.views
-        self._pending: dict = {}
-        self._writer = DuckWriter(conn, self._catalog, self._pending)
+        self._viewset = self._catalog.viewset
+        self._writer = DuckWriter(conn, self._catalog)
         self._in_txn = False
         self._txn_undo: list = []
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
         # the database's own name: memory.t, memory.main.t name table t (router.route)
         self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
-        self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
-        self._catalog.load_catalog()   # pyarrow is loaded when a served view needs it, not before
+        self._served = ServedViews(conn, self._catalog)
+        self._stream = StreamGuard()              # the result DuckDB is streaming, while held
+        try:
+            # replacement scans find the caller's DataFrames even though the session's own
+            # frames stand between the caller and DuckDB
+            conn.execute("SET python_scan_all_frames = true")
+        except duckdb_error():  # pragma: no cover - DuckDB without the setting
+            pass
+        try:
+            self._catalog.load_catalog()
+        except duckdb_error() as e:
+            raise from_driver(e) from e
+        self._served.sync()
+        if self._served.live:
+            reads.warm_up(background=True)
 
     # -- public API ---------------------------------------------------------------------
     def sync(self) -> None:
@@ -130,12 +166,19 @@ class Session(SessionBase):
         self._check_open()
         if self._in_txn or not self._catalog.captures:
             return 0
-        return self._autocommit(self._writer.capture_unseen)
+        self._settle()
+        try:
+            return self._autocommit(self._writer.capture_unseen)
+        except duckdb_error() as e:
+            raise from_driver(e) from e
+        finally:
+            self._served.sync()
 
     def tables(self) -> dict[str, list[str]]:
         """Tables, views and incremental views of the database with their columns (for
         completion and ``\\d``), names lower-cased where the database folds them."""
         self._check_open()
+        self._settle()
         out: dict[str, list[str]] = {}
         rows = self._conn.execute(
             "SELECT table_name, column_name FROM information_schema.columns "
@@ -162,6 +205,7 @@ class Session(SessionBase):
         return out
 
     def view(self, name: str) -> View:
+        self._check_open()
         return self._catalog.healthy(self._state(name)).view
 
     def explain(self, name: str) -> str:
@@ -169,130 +213,140 @@ class Session(SessionBase):
         return self.view(name).explain()
 
     def close(self) -> None:
+        """Close the session and its DuckDB connection; later calls raise InterfaceError."""
         if not self._closed:
+            self._stream.close()
             self._closed = True
             self._conn.close()
 
     @property
     def connection(self):
-        """The underlying DuckDB connection. Writes through it are seen at the next
-        :meth:`sync`/:meth:`poll`."""
+        """The underlying DuckDB connection (served views read through it too). Writes through
+        it are seen at the next :meth:`sync`/:meth:`poll`. A result the session was streaming
+        is read out first: the connection holds one result at a time."""
+        self._check_open()
+        self._settle()
         return self._conn
 
+    def register(self, name: str, obj: Any) -> Self:
+        """Make a pandas/Arrow/polars object readable as ``name`` (DuckDB's ``register``)."""
+        self._check_open()
+        self._settle()
+        self._conn.register(name, obj)
+        return self
+
+    def unregister(self, name: str) -> Self:
+        self._check_open()
+        self._settle()
+        self._conn.unregister(name)
+        return self
+
+    # -- DB-API plumbing --------------------------------------------------------------------
+    def _in_transaction(self) -> bool:
+        return self._in_txn
+
+    def _settle(self) -> None:
+        """Free the connection from the result DuckDB is streaming: read out if a cursor still
+        holds it (the last ``session.execute`` cursor counts only if the caller kept it), then
+        unregister what its statement needed."""
+        if not self._stream.active:
+            return
+        if self._last is not None and self._last.holds(self._stream.current()):
+            keep = weakref.ref(self._last)
+            self._last = None                 # our reference alone must not keep it alive
+            self._last = keep()
+        self._stream.settle()
+
+    def _translate(self, exc: BaseException) -> Error | None:
+        import duckdb
+
+        if isinstance(exc, duckdb.Error):
+            return from_driver(exc)
+        return None
+
+    def _execute_many(self, text: str, seq: list) -> Result:
+        """An ``INSERT … VALUES (?, …)`` becomes one ``INSERT … SELECT`` over an Arrow table of
+        the parameter rows (one capture, O(rows)); anything else runs once per row in one
+        transaction."""
+        r = route(text, self._catalogs)
+        iv = None
+        if seq and r.kind == "insert" and "values" in r.flags and r.target_span is not None:
+            iv = placeholders.insert_values(text, r.target_span[1])
+        plan = placeholders.arrow_params(iv, seq, _PARAMS) if iv is not None else None
+        if plan is None:
+            return super()._execute_many(text, seq)
+        sql, table = plan
+        self._conn.register(_PARAMS, table)
+        try:
+            res = self._execute_one(sql, None)
+            res.detach()              # RETURNING rows of an untracked table: read before unregistering
+        finally:
+            self._stream.settle()
+            with contextlib.suppress(Exception):
+                self._conn.unregister(_PARAMS)
+        return res
+
     # -- dispatch -----------------------------------------------------------------------
-    def _execute_one(self, text: str, params) -> Cursor:
-        if not self._views and first_word(text) not in _ROUTED_WITHOUT_VIEWS:
-            return run(self._conn, text, params)   # nothing to capture, serve or guard
+    def _execute_one(self, text: str, params) -> Result:
+        res = self._dispatch(text, params)
+        if isinstance(res, DuckResult):
+            self._stream.track(res)
+        return res
+
+    def _dispatch(self, text: str, params) -> Result:
         r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r)
         if kind == "create_view":
             if params:
-                raise IVMError("CREATE INCREMENTAL VIEW does not take parameters")
+                raise ProgrammingError("CREATE INCREMENTAL VIEW does not take parameters", sqlstate="42P02")
             if self._in_txn:
-                raise IVMError("CREATE INCREMENTAL VIEW inside an explicit transaction is not supported: "
-                               "COMMIT or ROLLBACK first")
-            from ...sql.statements import classify   # sqlglot: loaded by the first view
-
-            self._catalog.create(classify(text, self.dialect))
-            return Cursor()
+                raise NotSupportedError("CREATE INCREMENTAL VIEW inside an explicit transaction is not "
+                                        "supported: COMMIT or ROLLBACK first", sqlstate="25001")
+            st = classify(text, self.dialect)
+            try:
+                self._catalog.create(st)
+            finally:
+                self._served.sync(fresh=(st.name,))
+            reads.warm_up(background=True)
+            return RowsResult()
         if kind == "drop":
-            return self._drop(r, params)
+            return drop_statement(self._conn, r, params, self._catalog, self._served, self._in_txn)
         mentions = self._catalog.names.counts(text) if self._views else {}
         found = list(mentions)
         if any(is_parameterized(self._views[n].view) for n in found if self._views[n].error is None):
-            return self._lookup_read(r, params, found)
+            return self._served.lookup_read(r.text, r.kind, params, found, self._stream.after)
         if kind == "read" and params is None:
             target = reads.count_target(text)
             vs = self._views.get(target) if target is not None else None
             if vs is not None and not vs.materialized:
-                return self._count(text, self._catalog.healthy(vs))
+                return self._served.count(text, self._catalog.healthy(vs))
         if kind in ("alter", "create_table"):
-            self._guard_ddl(r)
-        with self._serving(found, [n for n, k in mentions.items()
-                                   if not reads.scanned_once(text, kind, r.flags, k)]):
-            if kind in ("insert", "update", "delete", "truncate", "copy_from", "merge"):
-                if r.target in self._catalog.captures:
-                    if self._in_txn:
-                        return self._writer.write(r, params, self._txn_undo)
-                    if kind in ("update", "delete") and (done := self._writer.write_autocommit(r, params)):
-                        cur, seen = done
-                        if not seen:
-                            self._autocommit(self._writer.capture_unseen)
-                        self._notify(self._pending)
-                        return cur
-                    return self._autocommit(lambda undo: self._writer.write(r, params, undo))
-            elif kind == "unknown_write" and self._catalog.captures:
-                cur = run(self._conn, text, params)
+            guard_ddl(r, self._catalog)
+        self._served.check(found)
+        if kind in ("insert", "update", "delete", "truncate", "copy_from", "merge"):
+            if r.target in self._catalog.captures:
+                if self._in_txn:
+                    return self._writer.write(r, params, self._txn_undo)
+                if kind in ("update", "delete") and (done := self._writer.write_autocommit(r, params)):
+                    cur, seen = done
+                    if not seen:
+                        self._autocommit(self._writer.capture_unseen)
+                    self._viewset.notify()
+                    return cur
+                return self._autocommit(lambda undo: self._writer.write(r, params, undo))
+        elif kind == "unknown_write" and self._catalog.captures:
+            cur = run(self._conn, text, params)
+            try:
                 if self._in_txn:
                     self._writer.capture_unseen(self._txn_undo)
                 else:
                     self._autocommit(self._writer.capture_unseen)
-                return cur
-            return run(self._conn, text, params)
-
-    @contextlib.contextmanager
-    def _serving(self, found: list[str], twice: Iterable[str] = ()):
-        """Register a lazy reader of the engine's rows for every served view among ``found``
-        (the views a statement mentions), for the duration of the statement. Views in
-        ``twice`` (the statement may scan them more than once) are read into an Arrow table
-        first, O(view): a reader can be scanned only once."""
-        names = [n for n in found if not self._views[n].materialized
-                 and not (self._views[n].error is None and is_parameterized(self._views[n].view))]
-        registered = []
-        try:
-            for n in names:
-                vs = self._catalog.healthy(self._views[n])
-                reader = reads.view_reader(vs.view, vs.schema)
-                self._conn.register(reads.rows_name(n), reader.read_all() if n in twice else reader)
-                registered.append(n)
-            yield
-        finally:
-            for n in registered:
-                with contextlib.suppress(Exception):
-                    self._conn.unregister(reads.rows_name(n))
-
-    def _lookup_read(self, r: Route, params, found: list[str]) -> Cursor:
-        """A query of parameterized views: each occurrence becomes the rows of a lookup."""
-        if r.kind != "read":
-            raise IVMError("parameterized views are read with SELECT … FROM v WHERE input = …")
-        from ..lookups import plan_lookups
-
-        pviews = {n: self._views[n] for n in found if is_parameterized(self._views[n].view)}
-        sql, lookups, values = plan_lookups(r.text, pviews, params)
-        inputs = run(self._conn, "SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
-                     params).fetchone() if values else ()
-        registered = []
-        try:
-            for lk in lookups:
-                vs = pviews[lk.view]
-                rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
-                self._conn.register(lk.name, reads.reader(rows, vs.schema))
-                registered.append(lk.name)
-            mentions = self._catalog.names.counts(sql)
-            with self._serving(list(mentions), [n for n, k in mentions.items()
-                                                if not reads.scanned_once(sql, "read", frozenset(), k)]):
-                return run(self._conn, sql, None)
-        finally:
-            for name in registered:
-                with contextlib.suppress(Exception):
-                    self._conn.unregister(name)
-
-    def _count(self, text: str, vs: ViewState) -> Cursor:
-        """``SELECT count(*) FROM v``: DuckDB's result shape over no rows, the engine's count."""
-        desc = self._count_shapes.get(text)
-        if desc is None:
-            name = reads.rows_name(vs.name)
-            self._conn.register(name, reads.reader((), vs.schema))
-            try:
-                desc = run(self._conn, text, None).description
             finally:
-                self._conn.unregister(name)
-            if len(self._count_shapes) > 256:
-                self._count_shapes.clear()
-            self._count_shapes[text] = desc
-        return Cursor(desc, [(len(vs.view),)])
+                self._served.sync()
+            return cur
+        return run(self._conn, text, params, lazy=True)
 
     def _autocommit(self, body):
         """Run ``body(undo)`` in a transaction of its own with the engine side undone when it
@@ -306,7 +360,7 @@ class Session(SessionBase):
         except BaseException:
             self._abort(undo, fps)
             raise
-        self._notify(self._pending)
+        self._viewset.notify()
         return out
 
     def _abort(self, undo: list, fps: dict) -> None:
@@ -315,57 +369,13 @@ class Session(SessionBase):
         with contextlib.suppress(duckdb.Error):
             self._conn.rollback()
         self._writer.undo(undo)
-        self._pending.clear()
+        self._viewset.discard()
         for t, fp in fps.items():
             if t in self._catalog.captures:
                 self._catalog.captures[t].restore(fp)
 
-    # -- DDL ------------------------------------------------------------------------------
-    def _guard_ddl(self, r: Route) -> None:
-        t = r.target
-        if t is None or not (r.kind == "alter" or "or_replace" in r.flags):
-            return
-        if t in self._views:
-            raise IVMError(unalterable(t))
-        if t in self._catalog.captures:
-            verb = "altering" if r.kind == "alter" else "replacing"
-            raise IVMError(f"table {t!r} is read by incremental view(s) {', '.join(self._catalog.readers(t))}: "
-                           f"drop them before {verb} it")
-
-    def _drop(self, r: Route, params) -> Cursor:
-        if not self._views:     # nothing of the session's can be dropped: DuckDB's statement
-            return run(self._conn, r.text, params)
-        if "schema" in r.flags:
-            if r.target == duck.SCHEMA and self._views:
-                raise IVMError(f"schema {duck.SCHEMA!r} holds the catalog of incremental views "
-                               f"{', '.join(sorted(self._views))}: drop those views first")
-            return run(self._conn, r.text, params)
-        from ...sql.statements import classify
-
-        st = classify(r.text, self.dialect)
-        if hasattr(st, "names"):  # DROP VIEW
-            ours = [n for n in st.names if n in self._views]
-            if not ours:
-                return run(self._conn, r.text, params)
-            if self._in_txn:
-                raise IVMError("DROP VIEW of an incremental view inside an explicit transaction is not supported")
-            for n in st.names:
-                if n in self._views:
-                    self._catalog.drop(n)
-                else:
-                    run(self._conn, f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{quote(n)}", None)
-            return Cursor()
-        if getattr(st, "drop_kind", None) == "TABLE":
-            for t in st.targets or []:
-                if t in self._views and self._views[t].materialized:
-                    raise IVMError(f"{t!r} is the table of incremental materialized view {t!r}: use DROP VIEW {t}")
-                if t in self._catalog.captures:
-                    raise IVMError(f"table {t!r} is read by incremental view(s) "
-                                   f"{', '.join(self._catalog.readers(t))}: drop them before dropping it")
-        return run(self._conn, r.text, params)
-
     # -- transactions -------------------------------------------------------------------
-    def _transaction(self, r: Route) -> Cursor:
+    def _transaction(self, r: Route) -> Result:
         import duckdb
 
         if r.kind == "begin":
@@ -391,12 +401,12 @@ class Session(SessionBase):
         finally:
             if r.kind == "rollback" or aborted:
                 self._writer.undo(self._txn_undo)
-                self._pending.clear()
+                self._viewset.discard()
                 for t, fp in self._txn_fps.items():
                     if t in self._catalog.captures:
                         self._catalog.captures[t].restore(fp)
             self._in_txn = False
             self._txn_undo = []
             self._txn_fps = {}
-        self._notify(self._pending)
+        self._viewset.notify()
         return cur

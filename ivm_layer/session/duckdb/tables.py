@@ -9,18 +9,23 @@ from __future__ import annotations
 from collections.abc import Iterable
 
 from ...io.duckdb.capture import quote
-from ..core import Cursor
+from ..results import DuckResult, Result, RowsResult
 
 
-def run(conn, text: str, params) -> Cursor:
-    """Run one statement and fetch its whole result into a :class:`Cursor`."""
+def run(conn, text: str, params, lazy: bool = False) -> Result:
+    """Run one statement. ``lazy``: its rows stay in DuckDB and stream as they are fetched
+    (:class:`DuckResult`); otherwise they are fetched now. A write's row count (DuckDB's
+    one-row ``Count`` result) is always fetched."""
     res = conn.execute(text, params) if params is not None else conn.execute(text)
     desc = res.description
-    rows = res.fetchall() if desc is not None else []
-    rowcount = -1
-    if desc is not None and len(desc) == 1 and desc[0][0] == "Count" and len(rows) == 1:
-        rowcount = rows[0][0]
-    return Cursor(desc, rows, rowcount)
+    if desc is None:
+        return RowsResult(None, [], -1)
+    if len(desc) == 1 and desc[0][0] == "Count":
+        rows = res.fetchall()
+        return RowsResult(desc, rows, rows[0][0] if len(rows) == 1 else -1)
+    if lazy:
+        return DuckResult(res, desc)
+    return RowsResult(desc, res.fetchall(), -1)
 
 
 def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple, int]],

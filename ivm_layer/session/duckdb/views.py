@@ -17,28 +17,21 @@ import warnings
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from ...engine.view import View
-from ...errors import IVMError, SQLError
+from ...errors import CatalogWarning, InternalError, IVMError, SourceGoneError, SQLError
 from ...io.duckdb import capture as duck
+from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
+from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import reads
 from .tables import arrow_type, bulk_insert
 
-if TYPE_CHECKING:
-    from ...sql.statements import CreateIncrementalView
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
 
 quote = duck.quote
 log = logging.getLogger("ivm_layer.session")
 MARKER = "ivm-layer: incremental materialized view"
-
-
-class SourceGoneError(IVMError):
-    """A table an incremental view reads was dropped or replaced behind the session's back."""
-
-
-class CatalogWarning(UserWarning):
-    """A catalog row could not be resumed; its view is stopped, the others work."""
 
 
 @dataclass(eq=False)
@@ -57,19 +50,21 @@ class ViewState(ViewStateBase):
     rebuilds: int = 0           # times a write to a static table rebuilt the view
     sql: str = ""               # the SELECT the engine compiles: views it reads inlined as WITH items
     depends: list = field(default_factory=list)   # incremental views it reads
+    engine_schema: dict = field(default_factory=dict)   # {table: {column: type}} it was compiled with
 
     @property
     def static(self) -> set[str]:
         return set(getattr(self.stmt, "static", ()) or ())
 
+    @property
+    def wants_change(self) -> bool:
+        """The view's change is written to its table (MATERIALIZED); a served view is read
+        from the engine and needs none."""
+        return self.stmt.materialized
 
-class Rebuilt:
-    """An undo-log entry of a rebuild: the view object a rollback puts back."""
-
-    __slots__ = ("rebuilds", "view")
-
-    def __init__(self, view, rebuilds: int):
-        self.view, self.rebuilds = view, rebuilds
+    def recompile(self) -> View:
+        """The definition compiled again, empty (a rebuild after a write to a static table)."""
+        return DuckViews.compile(self.stmt, self.engine_schema, self.sql)
 
 
 class DuckViews:
@@ -81,6 +76,8 @@ class DuckViews:
         self.views: dict[str, ViewState] = {}
         self.captures: dict[str, duck.TableCapture] = {}
         self.names = reads.ViewNames()
+        #: the one road of captured changes to the views (:mod:`ivm_layer.maintain.viewset`)
+        self.viewset = ViewSet(self.views)
 
     # -- lookups ----------------------------------------------------------------------------
     def readers(self, table: str) -> list[str]:
@@ -117,7 +114,7 @@ class DuckViews:
             if st.if_not_exists:
                 return
             if not st.or_replace:
-                raise SQLError(f"incremental view {name!r} already exists")
+                raise SQLError(f"incremental view {name!r} already exists", sqlstate="42P07")
             self.drop(name)
         if self.object_exists(name):
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
@@ -146,6 +143,10 @@ class DuckViews:
         over incremental views reads their definitions as WITH items (select–project–join ones
         are inlined, others become nested views), so it is maintained from the same base-table
         changes as they are."""
+        from ...sql.constants import (
+            constant_inputs,  # sqlglot: loaded with the first view
+        )
+
         # a stopped catalog row never hides a table of the same name
         depends = [t for t in st.tables if t in self.views
                    and (self.views[t].error is None or duck.table_columns(self.conn, t) is None)]
@@ -167,16 +168,14 @@ class DuckViews:
             cols = duck.table_columns(self.conn, t)
             if cols is not None:
                 schema[t] = cols
-        from ...sql.constants import constant_inputs
-
         if not schema and (st.tables or not constant_inputs(sql, "duckdb")[1]):
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
-                           if st.tables else f"incremental view {st.name!r} reads no table")
+                           if st.tables else f"incremental view {st.name!r} reads no table", sqlstate="42P01")
         return sql, depends, schema
 
     @staticmethod
     def compile(st: CreateIncrementalView, schema: dict, sql: str):
-        from ...compile import compile_view
+        from ...compile import compile_view  # the engine loads with the first view
 
         static = tuple(getattr(st, "static", ()) or ())
         if static:
@@ -190,12 +189,11 @@ class DuckViews:
         desc = [r for r in desc if not _hidden(r[0], view)]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
-        from ...sql.statements import named_columns
-
         columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
-            raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
-        vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends))
+            raise InternalError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
+        vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends),
+                       engine_schema={t: dict(schema[t]) for t in view.tables})
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
             if t not in self.captures:
@@ -237,7 +235,7 @@ class DuckViews:
         bar = Progress(total, f"loading {name}", enabled=self.progress)
         for t in tables:
             for rows in self.captures[t].scan(self.conn):
-                view.apply({t: [(r, 1) for r in rows]})
+                load_view(view, {t: [(r, 1) for r in rows]})
                 bar.advance(len(rows))
         bar.close()
 
@@ -251,24 +249,11 @@ class DuckViews:
             self.conn.execute(f"DELETE FROM {table}").fetchall()
         bulk_insert(self.conn, table, vs.types, vs.view.rows())
 
-    def rebuild(self, vs: ViewState, undo: list) -> None:
-        """A static table of ``vs`` changed: recompile and reload the view from the tables as
-        they are now (O(N), inside the statement's transaction; undone by a rollback)."""
-        schema = {t: dict(zip(self.captures[t].columns, vs.source_types[t])) for t in vs.tables}
-        view = self.compile(vs.stmt, schema, vs.sql)
-        self.load(vs.name, view, vs.tables, vs.static)
-        undo.append((vs, Rebuilt(vs.view, vs.rebuilds)))
-        vs.view = view
-        vs.rebuilds += 1
-        if vs.materialized:
-            self.fill_table(vs, fresh=False)
-        log.info("incremental view %s rebuilt: a static table changed (rebuild %d)", vs.name, vs.rebuilds)
-
     # -- dropping and stopping ------------------------------------------------------------------
     def drop(self, name: str) -> None:
         readers = sorted(v.name for v in self.views.values() if name in v.depends)
         if readers:
-            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first")
+            raise SQLError(f"incremental view(s) {', '.join(readers)} read {name!r}: drop them first", sqlstate="2BP01")
         vs = self.views[name]
         self.conn.execute("BEGIN TRANSACTION")
         try:
@@ -311,8 +296,6 @@ class DuckViews:
                 vs = self.resume(name, kind, definition)
             except Exception as e:  # one bad row must not make the database unopenable
                 err = e if isinstance(e, IVMError) else IVMError(f"{type(e).__name__}: {e}")
-                from ...sql.statements import CreateIncrementalView
-
                 stmt = CreateIncrementalView(text=str(definition), name=str(name), select_sql=str(definition),
                                              materialized=kind == "materialized")
                 vs = ViewState(stmt, None, [], [], [], error=IVMError(
@@ -324,8 +307,6 @@ class DuckViews:
         """Recompile and reload one catalog row after checking it describes only itself."""
         if kind not in ("incremental", "materialized"):
             raise IVMError(f"unknown kind {kind!r}")
-        from ...sql.statements import CreateIncrementalView, classify
-
         st = classify(definition, "duckdb")
         if not isinstance(st, CreateIncrementalView):
             raise IVMError("its definition is not a CREATE INCREMENTAL VIEW statement")
@@ -376,10 +357,6 @@ def _dependency_order(rows: list[tuple]) -> list[tuple]:
     """Catalog rows with every view after the views its definition names (a view over views
     resumes once they exist); rows in a cycle or naming unknown views keep their place at the
     end, where resuming them reports the problem."""
-    if not rows:
-        return rows
-    from ...sql.statements import classify   # sqlglot: loaded only when there are views
-
     names = {r[0] for r in rows}
     reads: dict[str, set[str]] = {}
     for name, _, definition in rows:

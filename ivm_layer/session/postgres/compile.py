@@ -6,16 +6,16 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from ...compile import compile_view
-from ...errors import IVMError, SQLError
+from ...errors import InternalError, PrivilegeError, SQLError, from_driver
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
+from ...maintain.viewset import ViewSet
 from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView, named_columns
 from ..core import dedupe_names
 from .served import ServedTable
-from .state import UNIT_COLUMN, PgContext, PgView, slot_name
+from .state import UNIT_COLUMN, PgContext, PgView, compile_engine_view, slot_name
 
 
 def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tuple[str, int, str]]]:
@@ -33,19 +33,11 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
         cols = pgc.table_columns(ctx.ctl, t)
         if cols is None:
             raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
-                           "(source tables must be in the public schema)")
+                           "(source tables must be in the public schema)", sqlstate="42P01")
         used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
     if not used and not constant_inputs(st.select_sql, ctx.dialect)[1]:
         raise SQLError(f"incremental view {st.name!r} reads no table")
     return used
-
-
-def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
-    """The engine view of a definition, with its static tables (``WITH (static = …)``)."""
-    static = tuple(getattr(st, "static", ()) or ())
-    if static:
-        return compile_view(st.select_sql, schema, dialect=dialect, static=static)
-    return compile_view(st.select_sql, schema, dialect=dialect)
 
 
 def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None = None) -> PgView:
@@ -63,19 +55,21 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
         cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
     except pgconn.driver_error() as e:
         if pgconn.is_permission_error(e):
-            raise IVMError(f"incremental view {st.name!r}: permission denied reading its tables "
-                           f"({str(e).strip()}); GRANT SELECT on them to this role") from None
-        raise SQLError(f"incremental view {st.name!r}: {str(e).strip()}") from None
+            raise PrivilegeError(f"incremental view {st.name!r}: permission denied reading its tables "
+                                 f"({str(e).strip()}); GRANT SELECT on them to this role",
+                                 sqlstate=getattr(e, "sqlstate", None) or PrivilegeError.sqlstate) from e
+        raise from_driver(e, f"incremental view {st.name!r}: {str(e).strip()}") from e
     columns = dedupe_names([d.name for d in cur.description])
     types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
              for d in cur.description]
     columns = named_columns(st.name, st.columns, columns)
     if len(types) != len(view.columns):
-        raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
+        raise InternalError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
     slot = slot or slot_name(ctx.db, ctx.session, st.name)
     vs = PgView(st, view, list(used), used, columns, types, slot)
     vs.schema = schema
     vs.store = CheckpointStore(ctx.state_dir, slot)
+    vs.viewset = ViewSet({vs.name: vs}, checkpoint=vs.store)
     if not st.materialized:
         vs.served = ServedTable(st.name, columns, types)
     vs.oids = {t: ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]

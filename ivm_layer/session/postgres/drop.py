@@ -6,26 +6,26 @@ PostgreSQL sees it; anything else runs unchanged.
 
 from __future__ import annotations
 
-from ...errors import IVMError
+from ...errors import NotSupportedError, ProgrammingError
 from ...io.postgres import replication as pgc
-from ..core import Cursor
+from ...sql.statements import DropView
+from ..results import Result, RowsResult
 from .state import PgView
 from .user import UserConnection
 from .views import ViewCatalog
 
 
 def drop_statement(st, text: str, params, views: dict[str, PgView], catalog: ViewCatalog,
-                   user: UserConnection) -> Cursor:
+                   user: UserConnection) -> Result:
     """Run the DROP statement ``text`` (classified as ``st``) for the session whose views,
     catalog and user connection are given."""
-    from ...sql.statements import DropView
-
     if isinstance(st, DropView):
         ours = [n for n in st.names if n in views or n in catalog.skipped]
         if not ours:
             return user.run(text, params)
         if user.in_txn():
-            raise IVMError("DROP VIEW of an incremental view inside an explicit transaction is not supported")
+            raise NotSupportedError("DROP VIEW of an incremental view inside an explicit transaction is not "
+                                    "supported: COMMIT or ROLLBACK first", sqlstate="25001")
         for n in st.names:
             if n in views:
                 catalog.drop(n, user)
@@ -33,15 +33,16 @@ def drop_statement(st, text: str, params, views: dict[str, PgView], catalog: Vie
                 catalog.drop_skipped(n)
             else:
                 user.run(f"DROP VIEW {'IF EXISTS ' if st.if_exists else ''}{pgc.quote_ident(n)}", None)
-        return Cursor()
+        return RowsResult()
     if getattr(st, "drop_kind", None) == "TABLE":
         for t in st.targets or []:
             readers = sorted(v.name for v in views.values() if t in v.tables)
             if readers:
-                raise IVMError(f"table {t!r} is read by incremental view(s) {', '.join(readers)}: "
-                               "drop them before dropping it")
+                raise ProgrammingError(f"table {t!r} is read by incremental view(s) {', '.join(readers)}: "
+                                       "drop them before dropping it", sqlstate="2BP01")
             if t in views and views[t].materialized:
-                raise IVMError(f"{t!r} is the table of incremental materialized view {t!r}: use DROP VIEW {t}")
+                raise ProgrammingError(f"{t!r} is the table of incremental materialized view {t!r}: "
+                                       f"use DROP VIEW {t}", sqlstate="42809")
     cur = user.run(text, params)
     user.wrote()
     return cur

@@ -17,13 +17,14 @@ Per view (so views can be created at any time, each with its own consistent star
   names never collide; a name held by anything else is refused before anything changes);
 - creation: ``CREATE_REPLICATION_SLOT … (SNAPSHOT 'export')``, COPY of the base tables under
   that snapshot, then ``START_REPLICATION`` from the slot's consistent point — no gap, no
-  duplicate (:mod:`.pg_views`);
-- a reader thread per view owns its replication connection (:mod:`.pg_stream`): it queues
-  decoded committed transactions, answers keepalives at once (a server shutdown is never
-  held up), and reconnects after a restart or a dropped connection. The engine is updated
+  duplicate (:mod:`.views`);
+- a reader thread per view owns its replication connection (the one replication reader,
+  :class:`ivm_layer.io.postgres.feed.ChangeFeed`, the daemon's too): it stages decoded
+  committed transactions, answers keepalives at once (a server shutdown is never held up),
+  and reconnects after a restart or a dropped connection. The engine is updated
   on the caller's thread, in :meth:`poll`, :meth:`sync` and :meth:`execute` (a SELECT of a
   view first applies what has arrived, and syncs after the session's own writes)
-  (:mod:`.pg_apply`). A session is not thread-safe: call it from one thread at a time;
+  (:mod:`.apply`). A session is not thread-safe: call it from one thread at a time;
 - exactly-once across restarts: a checkpoint per view under ``state_dir`` (a snapshot plus
   an append-only change log, typed JSON that cannot run code: :mod:`ivm_layer.maintain.checkpoint`);
   for a MATERIALIZED view the table rows and ``ivm.progress.lsn`` are written in one
@@ -45,14 +46,22 @@ import uuid
 from pathlib import Path
 
 from ...engine.view import View
-from ...errors import IVMError
+from ...errors import (
+    InterfaceError,
+    IVMError,
+    NotSupportedError,
+    OperationalError,
+    ProgrammingError,
+)
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import private_dir
-from ..core import Cursor, SessionBase, unalterable
+from ...sql.statements import classify
+from ..core import SessionBase, unalterable
 from ..duckdb import reads
+from ..results import Result, RowsResult
 from ..router import route
 from .apply import StreamApplier
 from .drop import drop_statement
@@ -68,7 +77,7 @@ from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL
     default_state_dir,
     slot_name,
 )
-from .stream import ReplicationError  # noqa: F401
+from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
@@ -95,7 +104,8 @@ class PostgresSession(SessionBase):
         self._closed = True
         self._views: dict[str, PgView] = {}
         if not isinstance(session, str) or not SESSION_PATTERN.fullmatch(session):
-            raise IVMError(f"session name {session!r}: use 1-40 letters, digits and underscores")
+            raise InterfaceError(f"session name {session!r}: use 1-40 letters, digits and underscores",
+                                 sqlstate="42602")
         target = pgconn.normalize(url)
         self.url = pgconn.redact(target)          # for display: never holds a password
         self.session = session
@@ -187,8 +197,8 @@ class PostgresSession(SessionBase):
                 break
             left = deadline - time.monotonic()
             if left <= 0:
-                raise IVMError(f"sync() timed out after {timeout:.0f} s waiting for view(s) "
-                               f"{', '.join(v.name for v in pending)}")
+                raise OperationalError(f"sync() timed out after {timeout:.0f} s waiting for view(s) "
+                                       f"{', '.join(v.name for v in pending)}")
             self.applier.apply_available(pending[0], min(left, 0.5))
         for vs in self._views.values():
             vs.seen_tokens.discard(token)
@@ -277,11 +287,29 @@ class PostgresSession(SessionBase):
                 self.ctx.ctl.close()
 
     # -- statements -------------------------------------------------------------------------
-    def _execute_one(self, text: str, params) -> Cursor:
+    def _in_transaction(self) -> bool:
+        return self._user.in_txn()
+
+    def _execute_many(self, text: str, seq: list) -> Result:
+        """``INSERT … VALUES (…)`` as multi-row inserts, anything else through psycopg's pipelined
+        ``executemany`` (:meth:`UserConnection.run_many`); the views see the rows through the
+        replication stream, as for any write."""
+        r = route(text)
+        if r.kind in ("create_view", "drop", "begin", "commit", "rollback") or COPY_STDIO.match(text) or (
+                self._views and self._names.find(text)):
+            return super()._execute_many(text, seq)       # the session's own handling, row by row
+        with pgconn.driver_errors(self._target):
+            res = self._user.run_many(text, seq, r.target_span[1] if r.kind == "insert" and "values" in r.flags
+                                      and r.target_span is not None else None)
+        if r.kind not in ("read", "other"):
+            self._user.wrote()
+        return res
+
+    def _execute_one(self, text: str, params) -> Result:
         with pgconn.driver_errors(self._target):
             return self._dispatch(text, params)
 
-    def _dispatch(self, text: str, params) -> Cursor:
+    def _dispatch(self, text: str, params) -> Result:
         if COPY_STDIO.match(text):
             names = self._names.find(text) if self._views else []
             if names:
@@ -290,25 +318,23 @@ class PostgresSession(SessionBase):
         r = route(text, self._catalogs)
         kind = r.kind
         if kind == "create_view":
-            from ...sql.statements import classify   # sqlglot: loaded by the first view
-
             st = classify(text, self.dialect)
             if params:
-                raise IVMError("CREATE INCREMENTAL VIEW does not take parameters")
+                raise ProgrammingError("CREATE INCREMENTAL VIEW does not take parameters", sqlstate="42P02")
             if self._user.in_txn():
-                raise IVMError("CREATE INCREMENTAL VIEW inside an explicit transaction is not supported: "
-                               "COMMIT or ROLLBACK first")
+                raise NotSupportedError("CREATE INCREMENTAL VIEW inside an explicit transaction is not "
+                                        "supported: COMMIT or ROLLBACK first", sqlstate="25001")
             try:
                 self.catalog.create(st)
             finally:
                 self._names.set(self._views)
-            return Cursor()
+            return RowsResult()
         if kind == "drop":
             return self._drop(text, params)
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r, params)
         if kind == "alter" and r.target in self._views:
-            raise IVMError(unalterable(r.target))
+            raise ProgrammingError(unalterable(r.target), sqlstate="42809")
         names = self._names.find(text) if self._views else []
         if names:
             return self._serve(r, names, params)
@@ -317,7 +343,7 @@ class PostgresSession(SessionBase):
             self._user.wrote()
         return cur
 
-    def _serve(self, r, names: list[str], params) -> Cursor:
+    def _serve(self, r, names: list[str], params) -> Result:
         """A statement that mentions incremental views: apply what has arrived (after the
         session's own writes, wait for them), then answer from the engine where the shape
         allows, else bring the served views' TEMP tables up to date and run it. A read that
@@ -353,7 +379,7 @@ class PostgresSession(SessionBase):
             if not self._views[n].materialized:
                 self._user.refresh_temp(self._views[n], self._views.values())
 
-    def _serve_once(self, r, names: list[str], params) -> Cursor:
+    def _serve_once(self, r, names: list[str], params) -> Result:
         user = self._user
         in_txn = user.in_txn()
         self._catch_up(names)
@@ -371,7 +397,7 @@ class PostgresSession(SessionBase):
             user.wrote()
         return cur
 
-    def _transaction(self, r, params) -> Cursor:
+    def _transaction(self, r, params) -> Result:
         user = self._user
         failed = pgconn.transaction_failed(user.raw)
         cur = user.run(r.text, params)
@@ -385,13 +411,7 @@ class PostgresSession(SessionBase):
             user.txn_wrote = False
         return cur
 
-    def _drop(self, text: str, params) -> Cursor:
-        if not self._views and not self.catalog.skipped:   # no view to drop or to guard
-            cur = self._user.run(text, params)
-            self._user.wrote()
-            return cur
-        from ...sql.statements import classify
-
+    def _drop(self, text: str, params) -> Result:
         try:
             return drop_statement(classify(text, self.dialect), text, params, self._views, self.catalog,
                                   self._user)

@@ -8,12 +8,13 @@ from __future__ import annotations
 import contextlib
 import re
 
-from ...errors import IVMError, SQLError
+from ...errors import IVMError, ProgrammingError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
-from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
-from ..core import Cursor
+from ...io.postgres.conninfo import ControlConnection
+from .. import placeholders
 from ..duckdb import reads
+from ..results import PgResult, Result, RowsResult
 from .served import array_columns, star_target, thaw_row
 from .state import PgView
 
@@ -58,31 +59,59 @@ class UserConnection:
             self.dirty = True
 
     def error(self, conn, e: BaseException) -> IVMError:
-        """A driver exception as the layer's error (never a raw psycopg exception)."""
-        text = pgconn.redact_text(str(e).strip(), self.target)
+        """A driver exception as the layer's error (never a raw psycopg exception): the PEP 249
+        class of its SQLSTATE, the psycopg exception as ``__cause__``."""
         if conn.closed or conn.broken:
-            return ConnectionLostError(
-                f"the connection to PostgreSQL was lost while running the statement ({text}); it may "
-                "not have run, and an open transaction was rolled back; the session reconnects on the "
-                "next statement")
-        return SQLError(text)
+            text = pgconn.redact_text(str(e).strip(), self.target)
+            err = pgconn.as_ivm_error(e, self.target, lost=True)
+            err.args = (f"the connection to PostgreSQL was lost while running the statement ({text}); it "
+                        "may not have run, and an open transaction was rolled back; the session "
+                        "reconnects on the next statement",)
+            return err
+        return pgconn.as_ivm_error(e, self.target, lost=False)
 
-    def run(self, text: str, params, prepare: bool | None = None) -> Cursor:
+    def run(self, text: str, params, prepare: bool | None = None) -> Result:
+        """Run one statement (``?``/``$1``/``$name`` placeholders translated for psycopg); its
+        rows are converted to Python as they are fetched. ``prepare``: psycopg's (False: never
+        prepared)."""
         conn = self.conn
+        text, params = placeholders.to_psycopg(text, params)
         try:
             res = conn.execute(text, params, prepare=prepare)
             while res.nextset():         # a multi-statement string: the last result counts
                 pass
         except pgconn.driver_error() as e:
-            raise self.error(conn, e) from None
-        desc = res.description
-        rows = res.fetchall() if desc is not None else []
-        return Cursor(desc, rows, res.rowcount)
+            raise self.error(conn, e)  # noqa: B904 - error() sets the cause
+        return PgResult(res, lambda e: self.error(conn, e))
+
+    def run_many(self, text: str, seq: list, values_from: int | None) -> Result:
+        """``executemany``: an ``INSERT … VALUES (…)`` of one row with placeholders becomes one
+        multi-row ``VALUES`` per 65535 parameters; any other statement goes through psycopg's
+        ``executemany`` (pipelined: a few round trips, not one per row). ``values_from``: where
+        the insert's VALUES may start (None: not an insert)."""
+        conn = self.conn
+        iv = placeholders.insert_values(text, values_from) if values_from is not None and seq else None
+        try:
+            if iv is not None:
+                chunks = placeholders.multi_row_values(iv, seq)
+                total = 0
+                # several statements: all or none, as one statement would be
+                with conn.transaction() if len(chunks) > 1 and not self.in_txn() else contextlib.nullcontext():
+                    for sql, values in chunks:
+                        total += max(conn.execute(sql, values).rowcount, 0)
+                return RowsResult(None, [], total)
+            texts = [placeholders.to_psycopg(text, p) for p in seq]
+            with conn.cursor() as cur:
+                if texts:
+                    cur.executemany(texts[0][0], [p for _, p in texts])
+                return RowsResult(None, [], cur.rowcount)
+        except pgconn.driver_error() as e:
+            raise self.error(conn, e)  # noqa: B904 - error() sets the cause
 
     @contextlib.contextmanager
     def copy(self, statement: str):
         if not COPY_STDIO.match(statement):
-            raise IVMError("copy() takes COPY … FROM STDIN or COPY … TO STDOUT")
+            raise ProgrammingError("copy() takes COPY … FROM STDIN or COPY … TO STDOUT")
         if re.search(r"\bFROM\s+STDIN\b", statement, re.IGNORECASE):
             self.wrote()
         conn = self.conn
@@ -90,9 +119,9 @@ class UserConnection:
             with conn.cursor().copy(statement) as cp:
                 yield cp
         except pgconn.driver_error() as e:
-            raise self.error(conn, e) from None
+            raise self.error(conn, e)  # noqa: B904 - error() sets the cause
 
-    def copy_statement(self, text: str, params) -> Cursor:
+    def copy_statement(self, text: str, params) -> Result:
         """``COPY … TO STDOUT`` returns its lines as rows of one text column; ``COPY … FROM
         STDIN`` takes its data as the parameter (str or bytes in the COPY format, or an
         iterable of row tuples)."""
@@ -102,9 +131,10 @@ class UserConnection:
                 for chunk in cp:
                     out += chunk
             lines = bytes(out).decode().splitlines()
-            return Cursor([("copy", None, None, None, None, None, None)], [(ln,) for ln in lines], len(lines))
+            return RowsResult([("copy", None, None, None, None, None, None)], [(ln,) for ln in lines],
+                              len(lines))
         if params is None:
-            raise IVMError("COPY … FROM STDIN needs its data: session.execute(sql, data) with the data as "
+            raise ProgrammingError("COPY … FROM STDIN needs its data: session.execute(sql, data) with the data as "
                            "text/bytes or rows, or `with session.copy(sql) as cp: cp.write_row(…)`")
         n = 0
         with self.copy(text) as cp:
@@ -114,7 +144,7 @@ class UserConnection:
                 for row in params:
                     cp.write_row(row)
                     n += 1
-        return Cursor(None, [], n or -1)
+        return RowsResult(None, [], n or -1)
 
     def refresh_temp(self, vs: PgView, views) -> None:
         """Bring ``pg_temp.<view>`` up to date for a PostgreSQL read (:class:`ServedTable`:
@@ -172,18 +202,19 @@ def expand(pairs, limit: int | None, types: list[str]):
             n += 1
 
 
-def engine_answer(user: UserConnection, shapes: dict, text: str, vs: PgView) -> Cursor | None:
+def engine_answer(user: UserConnection, shapes: dict, text: str, vs: PgView) -> Result | None:
     """``SELECT count(*) FROM v`` and ``SELECT * FROM v [LIMIT n]`` of a served view, answered
     by the engine (O(1) / O(rows returned)); None for any other statement. The result's
     description is PostgreSQL's, read once per statement text over an empty TEMP table."""
     if vs.materialized:
         return None
     if reads.count_target(text) == vs.name:
-        return Cursor(_shape(user, shapes, text, vs), [(len(vs.view),)], 1)
+        return RowsResult(_shape(user, shapes, text, vs), [(len(vs.view),)], 1)
     star = star_target(text)
     if star is not None and star[0] == vs.name:
         rows = list(expand(vs.view.rows(), star[1], vs.types))
-        return Cursor(_shape(user, shapes, f"SELECT * FROM {pgc.quote_ident(vs.name)}", vs), rows, len(rows))
+        return RowsResult(_shape(user, shapes, f"SELECT * FROM {pgc.quote_ident(vs.name)}", vs), rows,
+                          len(rows))
     return None
 
 

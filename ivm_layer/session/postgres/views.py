@@ -17,43 +17,41 @@ import time
 import warnings
 from collections import Counter
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
 
-from ...errors import IVMError, SQLError
+from ...errors import (
+    CatalogError,
+    EngineValueError,
+    IVMError,
+    OperationalError,
+    SQLError,
+)
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
+from ...io.postgres.feed import ChangeFeed
 from ...io.postgres.pgoutput import lsn_str
 from ...maintain.checkpoint import CheckpointError, CheckpointStore
+from ...maintain.viewset import load_view
+from ...sql.statements import CreateIncrementalView, classify
 from .apply import StreamApplier
+from .compile import compile_pg_view
 from .served import copy_rows
 from .state import SLOT_PATTERN, PgContext, PgView
-from .stream import StreamReader
 
-if TYPE_CHECKING:
-    from ...sql.statements import CreateIncrementalView
-
-
-class EngineValueError(IVMError):
-    """The engine could not evaluate a view's definition over the tables' values."""
+#: changes staged per view before its feed stops reading (and, after a second, lets go of its
+#: connection until the session catches up: see :mod:`ivm_layer.io.postgres.feed`)
+STAGED_CHANGES = 100_000
 
 
 def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
     """The tables' rows (``{table: {row: count}}``) into the view's engine view, which from then
     on is their only store; an engine failure is a clear error."""
     try:
-        for first in (True, False):  # static tables before the others (paper 003)
-            part = {t: list(c.items()) for t, c in base.items() if c and (t in vs.static) == first}
-            if part:
-                vs.view.apply(part)
+        load_view(vs.view, base, vs.static)   # static tables before the others (paper 003)
     except IVMError:
         raise
     except Exception as e:  # noqa: BLE001 - reported in the user's terms
         raise EngineValueError(f"incremental view {vs.name!r}: the engine cannot evaluate its definition over "
                                f"the tables' values ({type(e).__name__}: {e})") from None
-
-
-class CatalogError(IVMError):
-    """A name, slot or publication belongs to something else: nothing was changed."""
 
 
 class ViewCatalog:
@@ -83,8 +81,6 @@ class ViewCatalog:
         rows = self.ctx.ctl.execute("SELECT name, kind, definition, slot FROM ivm.views WHERE session = %s "
                                     "ORDER BY name", [self.ctx.session]).fetchall()
         seen_slots: set[str] = set()
-        if rows:
-            from ...sql.statements import classify   # sqlglot: loaded only when there are views
         for name, kind, definition, slot in rows:
             why = self.check_row(name, kind, definition, slot, seen_slots)
             if why is None:
@@ -103,8 +99,6 @@ class ViewCatalog:
             return f"its catalog row names an invalid slot {slot!r}"
         if slot in seen_slots:
             return f"its slot {slot!r} is claimed by another catalog row"
-        from ...sql.statements import CreateIncrementalView, classify
-
         try:
             st = classify(definition, self.ctx.dialect)
         except Exception as e:  # noqa: BLE001 - any failure: the row is not usable
@@ -137,15 +131,13 @@ class ViewCatalog:
                 if self.ctx.set_replica_identity:
                     pgc.set_replica_identity_full(self.ctx.ctl, t)
                 else:
-                    raise IVMError(
+                    raise OperationalError(
                         f"table {t!r} needs REPLICA IDENTITY FULL so that updates and deletes carry the "
                         f"whole old row: run ALTER TABLE {t} REPLICA IDENTITY FULL, or let the session "
                         "do it (ivm shell --set-replica-identity; in Python "
-                        "ivm_layer.connect(url, set_replica_identity=True))")
+                        "ivm_layer.connect(url, set_replica_identity=True))", sqlstate="55000")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
-        from .compile import compile_pg_view
-
         return compile_pg_view(self.ctx, st, slot)
 
     # -- creating -----------------------------------------------------------------------------
@@ -156,13 +148,13 @@ class ViewCatalog:
             if st.if_not_exists:
                 return
             if not st.or_replace:
-                raise SQLError(f"incremental view {name!r} already exists")
+                raise SQLError(f"incremental view {name!r} already exists", sqlstate="42P07")
             self.drop(name)
         if self.relation(name) is not None:
             raise SQLError(f"cannot create incremental view {name!r}: a table or view of that name exists")
         other = self.ctx.ctl.execute("SELECT session FROM ivm.views WHERE name = %s", [name]).fetchone()
         if other and (st.materialized or other[0] == self.ctx.session):
-            raise SQLError(f"view {name!r} already exists in session {other[0]!r}")
+            raise SQLError(f"view {name!r} already exists in session {other[0]!r}", sqlstate="42P07")
         vs = self.compile(st)
         leftover = self.claim(vs)                 # refuses collisions before anything changes
         self.check_identity(vs.tables)
@@ -293,8 +285,8 @@ class ViewCatalog:
                 if e.sqlstate != "55006":
                     raise
                 if time.monotonic() > deadline:
-                    raise IVMError(f"replication slot {slot} is in use by another process: is session "
-                                   f"{self.ctx.session!r} open elsewhere? ({e})") from None
+                    raise OperationalError(f"replication slot {slot} is in use by another process: is session "
+                                           f"{self.ctx.session!r} open elsewhere? ({e})", sqlstate="55006") from None
                 time.sleep(0.2)
             except BaseException:
                 stream.close()
@@ -312,8 +304,9 @@ class ViewCatalog:
                 raise
             return st
 
-        vs.reader = StreamReader(reopen, stream, vs.name, slot, vs.applied_lsn,
-                                 reconnect_seconds=self.ctx.reconnect_seconds).start()
+        vs.reader = ChangeFeed(reopen, slot, vs.applied_lsn, stream=stream, name=vs.name,
+                               max_staged=STAGED_CHANGES, release_when_full=True,
+                               reconnect_seconds=self.ctx.reconnect_seconds)
 
     # -- dropping -----------------------------------------------------------------------------
     def drop_skipped(self, name: str) -> None:

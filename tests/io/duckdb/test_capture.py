@@ -10,6 +10,7 @@ import random
 import duckdb
 import pytest
 
+from ivm_layer.errors import DataError, IntegrityError
 from ivm_layer.session.duckdb.session import connect
 
 VIEWS = {
@@ -115,14 +116,14 @@ def run(s, rng, csv_path, steps):
                 sql, params = statement(rng, csv_path)
                 try:
                     s.execute(sql, params)
-                except duckdb.ConstraintException:
+                except IntegrityError:
                     s.execute("ROLLBACK")
                     check(s, f"constraint error in a transaction: {sql}")
                     break
                 check(s, f"{sql} in a transaction")
             else:
                 if rng.random() < 0.2:
-                    with pytest.raises(duckdb.Error):
+                    with pytest.raises(DataError):
                         s.execute("INSERT INTO r VALUES (1/0::INTEGER, 1, 'x')")
                 s.execute(rng.choice(["COMMIT", "ROLLBACK"]))
                 check(s, "end of transaction")
@@ -130,7 +131,7 @@ def run(s, rng, csv_path, steps):
         sql, params = statement(rng, csv_path)
         try:
             s.execute(sql, params)
-        except duckdb.ConstraintException:
+        except IntegrityError:
             pass  # a duplicate key: nothing changed
         check(s, sql)
 
@@ -285,8 +286,9 @@ def test_autocommit_update_that_fails_changes_no_view():
     s.execute("CREATE TABLE p (id INTEGER PRIMARY KEY, x INTEGER CHECK (x < 100))")
     s.execute("INSERT INTO p VALUES (1, 1), (2, 2)")
     s.execute("CREATE INCREMENTAL VIEW vp AS SELECT id, x FROM p WHERE x > 0")
-    with pytest.raises(duckdb.ConstraintException):
+    with pytest.raises(IntegrityError) as e:
         s.execute("UPDATE p SET x = x + 98")
+    assert e.value.sqlstate == "23514" and isinstance(e.value.__cause__, duckdb.ConstraintException)
     assert sorted(s.execute("SELECT * FROM vp").fetchall()) == [(1, 1), (2, 2)]
     s.execute("UPDATE p SET x = x + 97 WHERE id = 2")
     assert sorted(s.execute("SELECT * FROM vp").fetchall()) == [(1, 1), (2, 99)]
