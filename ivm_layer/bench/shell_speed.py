@@ -3,6 +3,7 @@
     python -m ivm_layer.bench.shell_speed                  # starts a throwaway PostgreSQL 15 cluster
     python -m ivm_layer.bench.shell_speed --lines 2000 --runs 3 --url postgresql://…
     python -m ivm_layer.bench.shell_speed --ivm "env PYTHONPATH=/old/tree python -m ivm_layer.cli"
+    python -m ivm_layer.bench.shell_speed --before "env PYTHONPATH=/old/tree python -m ivm_layer.cli"
 
 The script (``--lines`` lines, default 2,000): ``DROP``/``CREATE TABLE``, then single-row
 ``INSERT`` s with every 25th one spread over three lines, and a final ``SELECT count(*)``.
@@ -21,9 +22,16 @@ throwaway cluster); ``ivm shell`` against an in-memory DuckDB (``duckdb``) and t
 PostgreSQL (``postgres``, a session). Runs alternate between the shells. Start-up:
 ``ivm shell -c "SELECT 1"`` beside ``python -c "import duckdb"`` and ``psql -c "SELECT 1"``.
 ``duckdb-python`` runs the file's statements through the duckdb module, one ``execute`` each:
-the floor for any DuckDB client in Python.
-Each figure is the median of ``--runs``; the JSON (``bench-results/shell-speed-*.json``) has
-every run and the load average.
+the floor for any DuckDB client in Python; ``psycopg-python`` does the same through psycopg
+(autocommit) against the PostgreSQL: the floor for a PostgreSQL client in Python.
+``--before CMD`` adds the shell started by ``CMD`` (an older checkout) as ``before/duckdb``
+and ``before/postgres``, run alternately with the others, so before and after are paired.
+Run it from outside the repository when ``CMD`` sets ``PYTHONPATH``: ``python -m`` puts the
+current directory first on the path.
+Each figure is the median of ``--runs``; ``-f`` and standard input also record the CPU time
+(user + system) of the whole process (``cpu_seconds``), which the machine's load disturbs
+less than wall time. The JSON (``bench-results/shell-speed-*.json``) has every run and the
+load average before and after.
 """
 
 from __future__ import annotations
@@ -67,6 +75,17 @@ for stmt in open(sys.argv[1]).read().split(";\\n"):
             r.fetchall()
 """
 
+# the floor on PostgreSQL from Python: the same statements through psycopg, autocommit
+_PSYCOPG_FLOOR = """
+import sys, psycopg
+c = psycopg.connect(sys.argv[2], autocommit=True)
+for stmt in open(sys.argv[1]).read().split(";\\n"):
+    if stmt.strip():
+        r = c.execute(stmt)
+        if r.description:
+            r.fetchall()
+"""
+
 
 def _env() -> dict[str, str]:
     """A user's environment: a fresh home, no history file, and neither PYTHONUNBUFFERED nor
@@ -100,14 +119,23 @@ def _paste(argv: list[str], text: str, total: int, bracketed: bool, timeout: flo
         child.close(force=True)
 
 
-def _whole(argv: list[str], stdin_path: str | None, timeout: float) -> float:
+def _whole(argv: list[str], stdin_path: str | None, timeout: float,
+           cpu: list[float] | None = None) -> float:
+    """Wall seconds of the whole process; its CPU seconds (user + system, children included)
+    are appended to ``cpu``."""
+    import resource
+
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.perf_counter()
     with open(stdin_path or os.devnull, "rb") as f:
         r = subprocess.run(argv, stdin=f, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
                            env=_env(), timeout=timeout, check=False)
     elapsed = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
     if r.returncode != 0:
         raise RuntimeError(f"{' '.join(argv)} exited {r.returncode}: {r.stderr.decode()[-500:]}")
+    if cpu is not None:
+        cpu.append(round(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime, 4))
     return elapsed
 
 
@@ -119,6 +147,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--url", help="PostgreSQL for psql and the ivm PostgreSQL session (default: a throwaway cluster)")
     p.add_argument("--ivm", default=f"{shlex.quote(sys.executable)} -m ivm_layer.cli",
                    help="how to start ivm (default: this Python's ivm_layer)")
+    p.add_argument("--before", default="",
+                   help="also run the shell started by this command (an older checkout), paired")
     p.add_argument("--psql", default=shutil.which("psql") or "/usr/lib/postgresql/15/bin/psql")
     p.add_argument("--only", default="", help="comma-separated subset: paste-typed,paste-bracketed,file,stdin,startup")
     p.add_argument("--targets", default="duckdb,postgres", help="ivm shell targets: duckdb,postgres")
@@ -151,22 +181,37 @@ def _run(args, url: str) -> int:
         shells["ivm/duckdb"] = ivm + ["shell"]
     if "postgres" in targets:
         shells["ivm/postgres"] = ivm + ["shell", url]
+    before = shlex.split(args.before)
+    if before and "duckdb" in targets:
+        shells["before/duckdb"] = before + ["shell"]
+    if before and "postgres" in targets:
+        shells["before/postgres"] = before + ["shell", url]
     only = set(filter(None, args.only.split(","))) or {"paste-typed", "paste-bracketed", "file", "stdin", "startup"}
     floor = [sys.executable, "-c", _DUCKDB_FLOOR, str(path)]
+    pg_floor = [sys.executable, "-c", _PSYCOPG_FLOOR, str(path), url]
     runs: dict[str, dict[str, list[float]]] = {}
+    cpu: dict[str, dict[str, list[float]]] = {}
+    load_before = os.getloadavg()
     for _ in range(args.runs):
         for name, argv in shells.items():
             r = runs.setdefault(name, {})
+            c = cpu.setdefault(name, {})
             if "paste-typed" in only:
                 r.setdefault("paste-typed", []).append(_paste(argv, text, total, False, args.timeout))
             if "paste-bracketed" in only:
                 r.setdefault("paste-bracketed", []).append(_paste(argv, text, total, True, args.timeout))
             if "file" in only:
-                r.setdefault("file", []).append(_whole(argv + ["-f", str(path)], None, args.timeout))
+                r.setdefault("file", []).append(_whole(argv + ["-f", str(path)], None, args.timeout,
+                                                       c.setdefault("file", [])))
             if "stdin" in only:
-                r.setdefault("stdin", []).append(_whole(argv, str(path), args.timeout))
+                r.setdefault("stdin", []).append(_whole(argv, str(path), args.timeout,
+                                                        c.setdefault("stdin", [])))
         if "file" in only and "duckdb" in targets:    # what any DuckDB client in Python pays
-            runs.setdefault("duckdb-python", {}).setdefault("file", []).append(_whole(floor, None, args.timeout))
+            runs.setdefault("duckdb-python", {}).setdefault("file", []).append(
+                _whole(floor, None, args.timeout, cpu.setdefault("duckdb-python", {}).setdefault("file", [])))
+        if "file" in only and "postgres" in targets:  # what any PostgreSQL client in Python pays
+            runs.setdefault("psycopg-python", {}).setdefault("file", []).append(
+                _whole(pg_floor, None, args.timeout, cpu.setdefault("psycopg-python", {}).setdefault("file", [])))
         if "startup" in only:
             r = runs.setdefault("startup", {})
             r.setdefault("ivm shell -c 'SELECT 1' (DuckDB)", []).append(
@@ -176,20 +221,24 @@ def _run(args, url: str) -> int:
             r.setdefault("psql -c 'SELECT 1'", []).append(
                 _whole([args.psql, "-X", url, "-c", "SELECT 1"], None, args.timeout))
     medians = {name: {k: round(statistics.median(v), 4) for k, v in r.items()} for name, r in runs.items()}
+    cpu_medians = {name: {k: round(statistics.median(v), 4) for k, v in r.items() if v}
+                   for name, r in cpu.items()}
     ratios = {}
     base = medians.get("psql/postgres", {})
     for name, m in medians.items():
-        if name.startswith("ivm/"):
+        if name.startswith(("ivm/", "before/")) or name.endswith("-python"):
             ratios[name] = {k: round(v / base[k], 2) for k, v in m.items() if base.get(k)}
     doc = {"bench": "shell-speed", "lines": args.lines, "statements": total + 3, "runs": args.runs,
-           "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_avg": os.getloadavg(),
+           "created": time.strftime("%Y-%m-%dT%H:%M:%S"), "load_avg_before": load_before,
+           "load_avg": os.getloadavg(),
            "cpu_count": os.cpu_count(), "ivm": args.ivm, "median_seconds": medians,
-           "ratio_to_psql": ratios, "all_seconds": runs}
+           "ratio_to_psql": ratios, "cpu_seconds": cpu_medians, "all_seconds": runs, "all_cpu_seconds": cpu}
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     target = out / f"shell-speed-{time.strftime('%Y%m%d-%H%M%S')}.json"
     target.write_text(json.dumps(doc, indent=2) + "\n")
-    print(json.dumps({"median_seconds": medians, "ratio_to_psql": ratios, "load_avg": doc["load_avg"]}, indent=2))
+    print(json.dumps({"median_seconds": medians, "ratio_to_psql": ratios, "cpu_seconds": cpu_medians,
+                      "load_avg_before": load_before, "load_avg": doc["load_avg"]}, indent=2))
     print(f"written to {target}", file=sys.stderr)
     return 0
 

@@ -135,6 +135,12 @@ class _Head:
         return parts[-1], m.span(), local
 
 
+def first_word(text: str) -> str:
+    """The statement's first keyword, upper-cased (``""`` when it starts with no word): what
+    a session with no incremental view needs to know of most statements (two regex steps)."""
+    return _Head(text).word()
+
+
 def route(text: str, catalogs: frozenset[str] = frozenset()) -> Route:
     """Route one statement (no trailing semicolon needed). ``catalogs``: the names of the
     session's own database (lower-case), so that ``db.t`` and ``db.main.t`` are its table ``t``."""

@@ -252,6 +252,7 @@ def _deliver(runner: ShellContext, kind: str, target: str, data: str) -> None:
         sys.stdout.write(data)
         sys.stdout.flush()
     else:
+        runner.flush()      # the program writes to the same screen: what is held comes first
         subprocess.run(target, shell=True, input=data, text=True, check=False)
 
 

@@ -282,15 +282,17 @@ def leading_words(sql: str, n: int = 8) -> list[str]:
     return [w.upper() for w in _WORD.findall(body[:200])[:n]]
 
 
-def is_query(sql: str) -> bool:
-    """Whether the statement is meant to return rows (SELECT, WITH, SHOW, …)."""
-    words = leading_words(sql, 1)
+def is_query(sql: str, words: list[str] | None = None) -> bool:
+    """Whether the statement is meant to return rows (SELECT, WITH, SHOW, …). ``words``: its
+    :func:`leading_words` when the caller has them already."""
+    words = leading_words(sql, 1) if words is None else words
     return bool(words) and words[0] in _QUERY_WORDS
 
 
-def command_tag(sql: str, rowcount: int) -> str:
-    """psql's completion tag: ``INSERT 0 3``, ``UPDATE 2``, ``CREATE TABLE``, ``BEGIN``…"""
-    words = leading_words(sql)
+def command_tag(sql: str, rowcount: int, words: list[str] | None = None) -> str:
+    """psql's completion tag: ``INSERT 0 3``, ``UPDATE 2``, ``CREATE TABLE``, ``BEGIN``…
+    ``words``: the statement's :func:`leading_words` when the caller has them already."""
+    words = leading_words(sql) if words is None else words
     if not words:
         return ""
     head = words[0]

@@ -99,6 +99,11 @@ class Runner:
         self.scanner: Scanner | None = None
         self._output: Target | None = None
         self._held: list[str] = []
+        self._held_size = 0
+        try:
+            self._screen = self.console.isatty()   # a person watches: show each result at once
+        except (AttributeError, ValueError, OSError):
+            self._screen = False
         self._files: list[str] = []     # the files being run (\ir resolves against the last)
 
     @property
@@ -110,26 +115,30 @@ class Runner:
             self.display.quiet = self.variables.flag("QUIET")
 
     # -- output -------------------------------------------------------------------------
-    # Screen output is held and written in one piece before the next statement runs, at the
-    # end of each input, before an error and before anything waits: one system call per
-    # statement, not one per line.
+    # Screen output is held and written in one piece before the next statement runs (on a
+    # terminal; to a file or a pipe, like psql's buffered standard output, once 64 KiB are
+    # held), at the end of each input, before an error or a notice and before anything
+    # waits: at most one system call per statement, not one per line.
 
     def write(self, text: str) -> None:
         """Query output (results, command tags): the screen, or where ``\\o`` sends it."""
         if self.out is self.console:
             self._held.append(text)
+            self._held_size += len(text)
         else:
             self.out.write(text)
 
     def say(self, text: str) -> None:
         """Messages of meta-commands and timing: always the screen."""
         self._held.append(text)
+        self._held_size += len(text)
 
     def flush(self) -> None:
         """Write what is held to the screen now (before anything waits or prints elsewhere)."""
         if self._held:
             self.console.write("".join(self._held))
             self._held.clear()
+            self._held_size = 0
         self.console.flush()
         if self.out is not self.console:
             self.out.flush()
@@ -278,8 +287,8 @@ class Runner:
         if self.session.dialect == "postgres":
             self.notices.watch_connection(self.session.connection)
 
-        if self._held:      # what the statements before printed shows before this one runs
-            self.flush()
+        if self._held and (self._screen or self._held_size >= 1 << 16):
+            self.flush()    # what the statements before printed shows before this one runs
 
         def work() -> Result:
             t0 = time.perf_counter()
@@ -299,22 +308,25 @@ class Runner:
         res = self.execute(sql)
         self.variables.quiet_set("ERROR", "false")
         self.variables.quiet_set("SQLSTATE", "00000")
+        words = leading_words(sql)
         out = Target(target) if target else None
         try:
-            self.show(res, sql, out.stream if out is not None else None)
+            self.show(res, sql, out.stream if out is not None else None, words)
         finally:
             if out is not None:
                 out.close()
-        words = leading_words(sql, 1)
         if self.on_schema_change is not None and words and words[0] in _SCHEMA_WORDS:
             self.on_schema_change()
         if res.interrupted:     # the statement ended before the cancel reached it: stop here
             raise KeyboardInterrupt
 
-    def show(self, res: Result, sql: str, stream: IO[str] | None = None) -> None:
-        """Print a statement's result: rows, an EXPLAIN plan as lines, or its command tag."""
+    def show(self, res: Result, sql: str, stream: IO[str] | None = None,
+             words: list[str] | None = None) -> None:
+        """Print a statement's result: rows, an EXPLAIN plan as lines, or its command tag
+        (``words``: the statement's :func:`leading_words`, when the caller has them)."""
         write = stream.write if stream is not None else self.write
-        is_count = (res.columns == ["Count"] and not is_query(sql))  # DuckDB's DML/DDL result
+        words = leading_words(sql) if words is None else words
+        is_count = (res.columns == ["Count"] and not is_query(sql, words))  # DuckDB's DML/DDL result
         if res.columns is not None and not is_count:
             self.variables.quiet_set("ROW_COUNT", str(len(res.rows)))
             if (res.columns == ["explain_key", "explain_value"] and self.display.format == "aligned"
@@ -326,7 +338,7 @@ class Runner:
             rowcount = res.rows[0][0] if is_count and len(res.rows) == 1 else res.rowcount
             self.variables.quiet_set("ROW_COUNT", str(max(rowcount, 0)))
             if not self.display.quiet and self.display.format == "aligned":
-                tag = command_tag(sql, rowcount)
+                tag = command_tag(sql, rowcount, words)
                 if tag:
                     write(tag + "\n")
         if self.display.timing and not self.display.quiet:

@@ -95,6 +95,32 @@ def test_scanner_follows_psql_lexing():
     assert texts("SELECT 1 -- done; not a statement\n, 2;") == ["SELECT 1 -- done; not a statement\n, 2"]
 
 
+def test_plain_statements_in_one_step_give_what_the_lexer_gives():
+    """The scanner's one-step path for plain statements (a paste, a dump) cuts, positions and
+    numbers every item exactly as the token-by-token lexer does, over random scripts mixing
+    plain statements with everything that must take the slow path."""
+    import random
+
+    pieces = ["INSERT INTO t VALUES (1, 'a;b', 'it''s');", "SELECT (1;\n2);", "SELECT 1 -- c;\n;",
+              "SELECT E'a\\'b;';", "SELECT 'x\\';", "SELECT $$ a; $$;", "SELECT :v, :'v';",
+              "SELECT 2::int;", "UPDATE t SET a = a - 1 WHERE b / 2 > 0;", "SELECT ')(' , (1);",
+              "SELECT ((1);", "SELECT 1);", "\\set v 7\n", "SELECT \"a;b\";", "/* x; */ SELECT 3;",
+              "CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; END;",
+              "CREATE TABLE t2 (a INT);", "select\n  4\n;", "SELECT 'open", "SELECT 5", "\n", "  ",
+              "SELECT x-y;", "SELECT 'a''b' || B'10' || X'ff';", "SELECT 1\\g\n", "(SELECT 6);"]
+    rng = random.Random(27)
+    for _ in range(400):
+        text = "".join(rng.choice(pieces) + rng.choice(["", " ", "\n", "\n\n"])
+                       for _ in range(rng.randint(1, 12)))
+        results = []
+        for fast in (True, False):
+            scanner = Scanner(text, {"v": "1"}.get)
+            scanner.fast = fast
+            items = [(i.kind, i.text, i.line, i.column, i.number) for i in scanner.items()]
+            results.append((items, scanner.pending(), scanner.complete))
+        assert results[0] == results[1], text
+
+
 def test_is_complete_follows_the_lexer():
     assert is_complete("SELECT 1;")
     assert is_complete("SELECT 1; -- done")

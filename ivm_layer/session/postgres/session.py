@@ -131,6 +131,9 @@ class PostgresSession(SessionBase):
                 self.catalog.ensure()
                 self.catalog.load()
             self._names.set(self._views)
+            # resumed views have not seen what was committed since their checkpoint (a write
+            # the previous session made just before it closed, say): the first read waits for it
+            self._user.dirty = bool(self._views)
         except BaseException:
             self.close()
             if ctl is not None:
