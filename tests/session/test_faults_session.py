@@ -146,3 +146,25 @@ def test_case14_and_17_postgres(pg_url):
             s.execute("DROP VIEW v")
     finally:
         s.close()
+
+
+def test_case9_hugeint_values_beyond_38_digits_read_back():
+    """HUGEINT/UHUGEINT reach 39 digits, past Arrow's decimal128(38) that DuckDB exports them
+    as: served, MATERIALIZED and aggregate views keep reading them (they were poisoned)."""
+    s = ivm_layer.connect(":memory:")
+    s.execute("CREATE TABLE t(g INT, v HUGEINT, u UHUGEINT)")
+    s.execute("CREATE INCREMENTAL VIEW w AS SELECT g, v, u FROM t")
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW wm AS SELECT g, v, u FROM t")
+    s.execute("CREATE INCREMENTAL VIEW a AS SELECT g, sum(v) AS sv, count(*) AS c FROM t GROUP BY g")
+    big, ubig = 2 ** 127 - 1, 2 ** 128 - 1
+    s.execute(f"INSERT INTO t VALUES (1, {big}, {ubig}), (1, -{big}, 0), (2, NULL, NULL), (3, 10::HUGEINT ** 38, 1)")
+    want = s.execute("SELECT g, v, u FROM t ORDER BY ALL").fetchall()
+    assert (1, big, ubig) in want
+    for v in ("w", "wm"):
+        assert s.execute(f"SELECT g, v, u FROM {v} ORDER BY ALL").fetchall() == want
+        assert s.execute(f"SELECT typeof(v), typeof(u) FROM {v} LIMIT 1").fetchall() == [("HUGEINT", "UHUGEINT")]
+    assert (s.execute("SELECT * FROM a ORDER BY g").fetchall()
+            == s.execute("SELECT g, sum(v), count(*) FROM t GROUP BY g ORDER BY g").fetchall())
+    s.execute(f"DELETE FROM t WHERE v = {big}")
+    assert s.execute("SELECT g, v, u FROM w ORDER BY ALL").fetchall() == s.execute(
+        "SELECT g, v, u FROM t ORDER BY ALL").fetchall()
