@@ -168,3 +168,54 @@ def test_case9_hugeint_values_beyond_38_digits_read_back():
     s.execute(f"DELETE FROM t WHERE v = {big}")
     assert s.execute("SELECT g, v, u FROM w ORDER BY ALL").fetchall() == s.execute(
         "SELECT g, v, u FROM t ORDER BY ALL").fetchall()
+
+
+def _writing_subscriber_round(s, engine_level: bool):
+    """A subscriber of ``v`` that writes through its own session into ``log`` (read by ``lv``):
+    in autocommit and inside a block; every write lands once and every view follows. (On
+    PostgreSQL the stream may hand both commits over as one batch: one notification of 3 rows.)"""
+    def cb(change):
+        s.execute("INSERT INTO log VALUES (%d)" % len(list(change)))
+
+    if engine_level:
+        s.view("v").subscribe(cb)
+    else:
+        s.subscribe("v", cb)
+    s.execute("INSERT INTO t VALUES (1)")
+    s.execute("BEGIN")
+    s.execute("INSERT INTO t VALUES (2), (3)")
+    s.execute("COMMIT")
+    s.sync()
+    logged = sorted(s.execute("SELECT n FROM log").fetchall())
+    assert logged in ([(1,), (2,)], [(3,)])
+    assert _bag(s, "v") == Counter([(1,), (2,), (3,)])
+    s.sync()
+    assert _bag(s, "lv") == Counter(logged)
+
+
+@pytest.mark.parametrize("engine_level", [False, True])
+def test_case8_a_subscriber_writes_through_its_own_session(engine_level):
+    s = ivm_layer.connect(":memory:")
+    s.execute("CREATE TABLE t(a INT)")
+    s.execute("CREATE TABLE log(n INT)")
+    s.execute("CREATE INCREMENTAL VIEW v AS SELECT a FROM t")
+    s.execute("CREATE INCREMENTAL VIEW lv AS SELECT n FROM log")
+    _writing_subscriber_round(s, engine_level)
+    s.close()
+
+
+@pytest.mark.parametrize("engine_level", [False, True])
+def test_case8_postgres(pg_url, engine_level):
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS t, log")
+        c.execute("CREATE TABLE t (a int)")
+        c.execute("CREATE TABLE log (n int)")
+    s = ivm_layer.connect(pg_url, set_replica_identity=True, session=f"c8{int(engine_level)}")
+    try:
+        s.execute("CREATE INCREMENTAL VIEW v AS SELECT a FROM t")
+        s.execute("CREATE INCREMENTAL VIEW lv AS SELECT n FROM log")
+        _writing_subscriber_round(s, engine_level)
+        s.execute("DROP VIEW v")
+        s.execute("DROP VIEW lv")
+    finally:
+        s.close()
