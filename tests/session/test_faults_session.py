@@ -219,3 +219,33 @@ def test_case8_postgres(pg_url, engine_level):
         s.execute("DROP VIEW lv")
     finally:
         s.close()
+
+
+def test_case9_an_overflowing_sum_or_product_is_refused_not_served():
+    """A SUM over DECIMAL(38)/HUGEINT or a BIGINT product past its type is refused at write time
+    with an IVMError naming the value (DuckDB's SELECT would overflow); the statement is not
+    applied and every later read works (it poisoned every read before)."""
+    s = ivm_layer.connect(":memory:")
+    s.execute("CREATE TABLE d(g INT, x DECIMAL(38,0), h HUGEINT, b BIGINT)")
+    s.execute("CREATE INCREMENTAL VIEW ds AS SELECT g, sum(x) AS sx, sum(h) AS sh FROM d GROUP BY g")
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW pm AS SELECT g, b * b AS bb FROM d")
+    top = 10 ** 38 - 1
+    s.execute(f"INSERT INTO d VALUES (1, {top}, 1, 1)")
+    bad = [(f"INSERT INTO d VALUES (1, {top}, 1, 1)", str(2 * top)),
+           (f"INSERT INTO d VALUES (2, 1, {2 ** 127 - 1}, 1), (2, 1, 1, 1)", str(2 ** 127)),
+           ("INSERT INTO d VALUES (3, 1, 1, 4000000000)", str(4000000000 ** 2))]
+    for stmt, value in bad:
+        with pytest.raises(IVMError, match=value):
+            s.execute(stmt)
+    s.execute("BEGIN")
+    with pytest.raises(IVMError, match="out of range"):
+        s.execute(f"INSERT INTO d VALUES (5, 1, 1, 1), (1, {top}, 1, 1)")
+    s.execute("ROLLBACK")
+    s.execute("INSERT INTO d VALUES (3, 1, 1, 4)")
+    for v, q in [("ds", "SELECT g, sum(x), sum(h) FROM d GROUP BY g"), ("pm", "SELECT g, b * b FROM d")]:
+        assert s.execute(f"SELECT * FROM {v} ORDER BY ALL").fetchall() == s.execute(q + " ORDER BY ALL").fetchall()
+    assert s.execute("SELECT count(*) FROM d").fetchall() == [(2,)]
+    with pytest.raises(IVMError, match="out of range"):   # the initial load is checked too
+        s.execute("CREATE INCREMENTAL VIEW dd AS SELECT g, b * 4000000000000000000 AS t FROM d")
+    assert not s.execute("SELECT * FROM duckdb_views() WHERE view_name = 'dd'").fetchall()
+    s.close()
