@@ -10,7 +10,7 @@ Only views that compute values (aggregates, expressions) are checked, on their c
 of the change) per statement; views that copy input columns hold values DuckDB already took.
 
 >>> [b[1:] for b in column_bounds(["INTEGER", "VARCHAR", "DECIMAL(4,2)", "UTINYINT"])]
-[(-2147483648, 2147483647, 'INTEGER'), (-99.99, 99.99, 'DECIMAL(4,2)'), (0, 255, 'UTINYINT')]
+[(-2147483648, 2147483647, 'INTEGER'), (Decimal('-99.99'), Decimal('99.99'), 'DECIMAL(4,2)'), (0, 255, 'UTINYINT')]
 """
 
 from __future__ import annotations
