@@ -17,6 +17,7 @@ _DELEGATED = {
     "serve": ("ivm_layer.serve.cli", "the PostgreSQL-wire endpoint: any client reads and subscribes to views"),
     "shell": ("ivm_layer.shell", "the proxy CLI: a psql-like shell with incremental views"),
     "daemon": ("ivm_layer.daemon.cli", "the CDC daemon: change streams through Spark into views and sinks"),
+    "status": ("ivm_layer.status", "WAL held by the replication slots of PostgreSQL sessions and daemons, open or closed"),
     "bench": ("ivm_layer.bench.__main__", "the benchmark suite (ivm bench session: what a session user feels)"),
 }
 

@@ -46,6 +46,7 @@ class ViewInfo:
     lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
     rebuilds: int = 0                 # rebuilds after writes to the view's static tables
+    wal_retained_bytes: int | None = None  # PostgreSQL: WAL the view's slot holds on the server
 
 
 class ViewStateBase:
@@ -244,7 +245,8 @@ class SessionBase:
             out.append(ViewInfo(vs.name, "materialized" if vs.materialized else "incremental",
                                 len(vs.view), vs.view.query_class, tuple(vs.tables),
                                 tuple(vs.columns), tuple(vs.types), vs.stmt.definition(self.dialect),
-                                lag_bytes, lag_seconds, getattr(vs, "rebuilds", 0)))
+                                lag_bytes, lag_seconds, getattr(vs, "rebuilds", 0),
+                                self._view_retained(vs)))
         return out
 
     def explain(self, name: str) -> str:
@@ -297,6 +299,10 @@ class SessionBase:
     def _view_lag(self, vs) -> tuple[int | None, float | None]:
         """(bytes, seconds) the view is behind its source; (None, None) without a stream."""
         return None, None
+
+    def _view_retained(self, vs) -> int | None:
+        """WAL the view's replication slot holds on the server; None without one."""
+        return None
 
     def _check_open(self) -> None:
         if self._closed:

@@ -190,9 +190,10 @@ def views(runner: ShellContext, args: list[str]) -> None:
     columns = ["Name", "Kind", "Rows", "Class", "Tables"]
     rows = [[i.name, i.kind, i.rows, i.query_class, ", ".join(i.tables)] for i in infos]
     if session.dialect == "postgres":
-        columns += ["Lag bytes", "Lag seconds"]
+        columns += ["Lag bytes", "Lag seconds", "WAL retained"]
         for r, i in zip(rows, infos):
-            r += [i.lag_bytes, None if i.lag_seconds is None else round(i.lag_seconds, 3)]
+            r += [i.lag_bytes, None if i.lag_seconds is None else round(i.lag_seconds, 3),
+                  i.wal_retained_bytes]
     if any(i.rebuilds for i in infos):  # writes to static tables rebuilt a view (paper 003)
         columns.append("Rebuilds")
         for r, i in zip(rows, infos):

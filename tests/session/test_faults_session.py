@@ -146,3 +146,106 @@ def test_case14_and_17_postgres(pg_url):
             s.execute("DROP VIEW v")
     finally:
         s.close()
+
+
+def test_case9_hugeint_values_beyond_38_digits_read_back():
+    """HUGEINT/UHUGEINT reach 39 digits, past Arrow's decimal128(38) that DuckDB exports them
+    as: served, MATERIALIZED and aggregate views keep reading them (they were poisoned)."""
+    s = ivm_layer.connect(":memory:")
+    s.execute("CREATE TABLE t(g INT, v HUGEINT, u UHUGEINT)")
+    s.execute("CREATE INCREMENTAL VIEW w AS SELECT g, v, u FROM t")
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW wm AS SELECT g, v, u FROM t")
+    s.execute("CREATE INCREMENTAL VIEW a AS SELECT g, sum(v) AS sv, count(*) AS c FROM t GROUP BY g")
+    big, ubig = 2 ** 127 - 1, 2 ** 128 - 1
+    s.execute(f"INSERT INTO t VALUES (1, {big}, {ubig}), (1, -{big}, 0), (2, NULL, NULL), (3, 10::HUGEINT ** 38, 1)")
+    want = s.execute("SELECT g, v, u FROM t ORDER BY ALL").fetchall()
+    assert (1, big, ubig) in want
+    for v in ("w", "wm"):
+        assert s.execute(f"SELECT g, v, u FROM {v} ORDER BY ALL").fetchall() == want
+        assert s.execute(f"SELECT typeof(v), typeof(u) FROM {v} LIMIT 1").fetchall() == [("HUGEINT", "UHUGEINT")]
+    assert (s.execute("SELECT * FROM a ORDER BY g").fetchall()
+            == s.execute("SELECT g, sum(v), count(*) FROM t GROUP BY g ORDER BY g").fetchall())
+    s.execute(f"DELETE FROM t WHERE v = {big}")
+    assert s.execute("SELECT g, v, u FROM w ORDER BY ALL").fetchall() == s.execute(
+        "SELECT g, v, u FROM t ORDER BY ALL").fetchall()
+
+
+def _writing_subscriber_round(s, engine_level: bool):
+    """A subscriber of ``v`` that writes through its own session into ``log`` (read by ``lv``):
+    in autocommit and inside a block; every write lands once and every view follows. (On
+    PostgreSQL the stream may hand both commits over as one batch: one notification of 3 rows.)"""
+    def cb(change):
+        s.execute("INSERT INTO log VALUES (%d)" % len(list(change)))
+
+    if engine_level:
+        s.view("v").subscribe(cb)
+    else:
+        s.subscribe("v", cb)
+    s.execute("INSERT INTO t VALUES (1)")
+    s.execute("BEGIN")
+    s.execute("INSERT INTO t VALUES (2), (3)")
+    s.execute("COMMIT")
+    s.sync()
+    logged = sorted(s.execute("SELECT n FROM log").fetchall())
+    assert logged in ([(1,), (2,)], [(3,)])
+    assert _bag(s, "v") == Counter([(1,), (2,), (3,)])
+    s.sync()
+    assert _bag(s, "lv") == Counter(logged)
+
+
+@pytest.mark.parametrize("engine_level", [False, True])
+def test_case8_a_subscriber_writes_through_its_own_session(engine_level):
+    s = ivm_layer.connect(":memory:")
+    s.execute("CREATE TABLE t(a INT)")
+    s.execute("CREATE TABLE log(n INT)")
+    s.execute("CREATE INCREMENTAL VIEW v AS SELECT a FROM t")
+    s.execute("CREATE INCREMENTAL VIEW lv AS SELECT n FROM log")
+    _writing_subscriber_round(s, engine_level)
+    s.close()
+
+
+@pytest.mark.parametrize("engine_level", [False, True])
+def test_case8_postgres(pg_url, engine_level):
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("DROP TABLE IF EXISTS t, log")
+        c.execute("CREATE TABLE t (a int)")
+        c.execute("CREATE TABLE log (n int)")
+    s = ivm_layer.connect(pg_url, set_replica_identity=True, session=f"c8{int(engine_level)}")
+    try:
+        s.execute("CREATE INCREMENTAL VIEW v AS SELECT a FROM t")
+        s.execute("CREATE INCREMENTAL VIEW lv AS SELECT n FROM log")
+        _writing_subscriber_round(s, engine_level)
+        s.execute("DROP VIEW v")
+        s.execute("DROP VIEW lv")
+    finally:
+        s.close()
+
+
+def test_case9_an_overflowing_sum_or_product_is_refused_not_served():
+    """A SUM over DECIMAL(38)/HUGEINT or a BIGINT product past its type is refused at write time
+    with an IVMError naming the value (DuckDB's SELECT would overflow); the statement is not
+    applied and every later read works (it poisoned every read before)."""
+    s = ivm_layer.connect(":memory:")
+    s.execute("CREATE TABLE d(g INT, x DECIMAL(38,0), h HUGEINT, b BIGINT)")
+    s.execute("CREATE INCREMENTAL VIEW ds AS SELECT g, sum(x) AS sx, sum(h) AS sh FROM d GROUP BY g")
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW pm AS SELECT g, b * b AS bb FROM d")
+    top = 10 ** 38 - 1
+    s.execute(f"INSERT INTO d VALUES (1, {top}, 1, 1)")
+    bad = [(f"INSERT INTO d VALUES (1, {top}, 1, 1)", str(2 * top)),
+           (f"INSERT INTO d VALUES (2, 1, {2 ** 127 - 1}, 1), (2, 1, 1, 1)", str(2 ** 127)),
+           ("INSERT INTO d VALUES (3, 1, 1, 4000000000)", str(4000000000 ** 2))]
+    for stmt, value in bad:
+        with pytest.raises(IVMError, match=value):
+            s.execute(stmt)
+    s.execute("BEGIN")
+    with pytest.raises(IVMError, match="out of range"):
+        s.execute(f"INSERT INTO d VALUES (5, 1, 1, 1), (1, {top}, 1, 1)")
+    s.execute("ROLLBACK")
+    s.execute("INSERT INTO d VALUES (3, 1, 1, 4)")
+    for v, q in [("ds", "SELECT g, sum(x), sum(h) FROM d GROUP BY g"), ("pm", "SELECT g, b * b FROM d")]:
+        assert s.execute(f"SELECT * FROM {v} ORDER BY ALL").fetchall() == s.execute(q + " ORDER BY ALL").fetchall()
+    assert s.execute("SELECT count(*) FROM d").fetchall() == [(2,)]
+    with pytest.raises(IVMError, match="out of range"):   # the initial load is checked too
+        s.execute("CREATE INCREMENTAL VIEW dd AS SELECT g, b * 4000000000000000000 AS t FROM d")
+    assert not s.execute("SELECT * FROM duckdb_views() WHERE view_name = 'dd'").fetchall()
+    s.close()

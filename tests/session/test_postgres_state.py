@@ -309,3 +309,37 @@ def test_password_from_pgpass_never_stored_or_printed(pg_cluster, pg_url, tmp_pa
         hba.write_text(original)
         with psycopg.connect(pg_url, autocommit=True) as w:
             w.execute("SELECT pg_reload_conf()")
+
+
+def test_case5_a_catalog_row_cannot_claim_a_healthy_views_slot(db):
+    """Issue 29 case 5: a catalog row altered to name another view's slot is refused (its slot
+    is not the one derived from its names); the healthy view loads, exact, and its slot,
+    publication and checkpoint are never touched."""
+    url, w, state = db
+    with ivm_layer.connect(url, state_dir=state) as s:
+        s.execute("CREATE INCREMENTAL VIEW zzz AS SELECT a FROM r")
+        slot = w.execute("SELECT slot FROM ivm.views WHERE name = 'zzz'").fetchone()[0]
+    files = {p: p.read_bytes() for p in state.rglob("*") if p.is_file()}
+    assert files
+    confirmed = w.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s",
+                          [slot]).fetchone()
+    w.execute("INSERT INTO ivm.views VALUES ('default', 'aaa', 'incremental', "
+              "'CREATE INCREMENTAL VIEW aaa AS SELECT b FROM r', %s)", [slot])
+    with pytest.warns(UserWarning, match="'aaa'.*not the view's own") as rec:
+        s = ivm_layer.connect(url, state_dir=state)
+    assert not any("view 'zzz'" in str(r.message) for r in rec)
+    try:
+        assert s.views == ["zzz"]
+        assert bag(s, "zzz") == Counter({(1,): 1, (2,): 1, (3,): 1})
+        assert {p: p.read_bytes() for p in files} == files            # checkpoint untouched
+        assert w.execute("SELECT confirmed_flush_lsn FROM pg_replication_slots WHERE slot_name = %s",
+                         [slot]).fetchone() == confirmed
+        w.execute("INSERT INTO r VALUES (4, 0, 0)")
+        s.sync()
+        assert bag(s, "zzz") == Counter({(1,): 1, (2,): 1, (3,): 1, (4,): 1})
+        s.execute("DROP VIEW aaa")                                    # the way out: the row goes
+        assert w.execute("SELECT name FROM ivm.views ORDER BY name").fetchall() == [("zzz",)]
+        assert w.execute("SELECT count(*) FROM pg_replication_slots WHERE slot_name = %s",
+                         [slot]).fetchone() == (1,)
+    finally:
+        s.close(drop=True)

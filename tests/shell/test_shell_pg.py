@@ -40,7 +40,7 @@ def test_watch_streams_writes_of_another_connection(pg_repl, pg_url):
     c.expect_exact("CREATE INCREMENTAL VIEW")
     prompt(c, db)
     c.send("\\dv\r")
-    c.expect(r"Name \|\s+Kind\s+\| Rows \|\s+Class\s+\|\s+Tables\s+\| Lag bytes \| Lag seconds")
+    c.expect(r"Name \|\s+Kind\s+\| Rows \|\s+Class\s+\|\s+Tables\s+\| Lag bytes \| Lag seconds \| WAL retained")
     c.expect(r"big\s+\| incremental \|\s+1 \|[^|]+\| orders, cust\s+\|\s+\d+ \|\s+[0-9.]+")
     prompt(c, db)
     c.send("\\d orders\r")

@@ -32,7 +32,9 @@ def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple
                 chunk: int = 100_000) -> None:
     """Insert ``(row, k)`` pairs (k copies each) with one statement per chunk: one list
     parameter per column, UNNESTed."""
-    sel = ", ".join(f"unnest(${i + 1}::{t}[])" for i, t in enumerate(types))
+    wide = [is_wide_integer(t) for t in types]
+    sel = ", ".join(f"unnest(${i + 1}::VARCHAR[])::{t}" if w else f"unnest(${i + 1}::{t}[])"
+                    for i, (t, w) in enumerate(zip(types, wide)))
     buf: list[tuple] = []
     for row, k in pairs:
         if k == 1:
@@ -40,10 +42,24 @@ def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple
         else:
             buf.extend([row] * k)
         if len(buf) >= chunk:
-            conn.execute(f"INSERT INTO {target} SELECT {sel}", [list(c) for c in zip(*buf)]).fetchall()
+            conn.execute(f"INSERT INTO {target} SELECT {sel}", _columns(buf, wide)).fetchall()
             buf = []
     if buf:
-        conn.execute(f"INSERT INTO {target} SELECT {sel}", [list(c) for c in zip(*buf)]).fetchall()
+        conn.execute(f"INSERT INTO {target} SELECT {sel}", _columns(buf, wide)).fetchall()
+
+
+def is_wide_integer(sql_type: str) -> bool:
+    """HUGEINT/UHUGEINT: 128-bit integers that neither Python parameters (taken as BIGINT or
+    DOUBLE) nor Arrow (``decimal128(38)``, 38 digits) carry whole; they travel as text."""
+    return sql_type.strip().upper() in ("HUGEINT", "INT128", "UHUGEINT", "UINT128")
+
+
+def _columns(buf: list[tuple], wide: list[bool]) -> list[list]:
+    cols = [list(c) for c in zip(*buf)]
+    for i, w in enumerate(wide):
+        if w:
+            cols[i] = [None if v is None else str(v) for v in cols[i]]
+    return cols
 
 
 def write_change(conn, table: str, columns: list[str], types: list[str],
@@ -70,5 +86,12 @@ def write_change(conn, table: str, columns: list[str], types: list[str],
 
 
 def arrow_type(conn, sql_type: str):
-    """The Arrow type DuckDB uses for a column type."""
+    """The Arrow type served rows of a column type travel in: the one DuckDB uses, except for
+    HUGEINT/UHUGEINT, which DuckDB exports as ``decimal128(38)`` although their values reach 39
+    digits (DuckDB reads no ``decimal256``): they travel as text and the served view's cast
+    (:func:`reads.view_sql`) turns them back."""
+    if is_wide_integer(sql_type):
+        import pyarrow as pa
+
+        return pa.string()
     return conn.sql(f"SELECT NULL::{sql_type} AS x").to_arrow_table().schema.field(0).type

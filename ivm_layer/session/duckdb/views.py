@@ -23,7 +23,7 @@ from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
 from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
-from . import reads
+from . import ranges, reads
 from .tables import arrow_type, bulk_insert
 
 if TYPE_CHECKING:  # pragma: no cover
@@ -51,6 +51,7 @@ class ViewState(ViewStateBase):
     sql: str = ""               # the SELECT the engine compiles: views it reads inlined as WITH items
     depends: list = field(default_factory=list)   # incremental views it reads
     engine_schema: dict = field(default_factory=dict)   # {table: {column: type}} it was compiled with
+    bounds: list = field(default_factory=list)   # computed columns of bounded types (ranges.py)
 
     @property
     def static(self) -> set[str]:
@@ -58,9 +59,9 @@ class ViewState(ViewStateBase):
 
     @property
     def wants_change(self) -> bool:
-        """The view's change is written to its table (MATERIALIZED); a served view is read
-        from the engine and needs none."""
-        return self.stmt.materialized
+        """The view's change is written to its table (MATERIALIZED) or its computed values are
+        range-checked (``bounds``); a served view is read from the engine and needs none."""
+        return self.stmt.materialized or bool(self.bounds)
 
     def recompile(self) -> View:
         """The definition compiled again, empty (a rebuild after a write to a static table)."""
@@ -203,6 +204,13 @@ class DuckViews:
                 cap.reset(self.conn)
                 self.captures[t] = cap
         self.load(vs.name, view, vs.tables, vs.static)
+        from ...engine.aggregates import AggregateView   # loaded with the first view
+        from ...engine.project import ProjectView
+
+        if isinstance(view, (AggregateView, ProjectView)):
+            vs.bounds = ranges.column_bounds(types)
+            if vs.bounds:
+                ranges.check(vs.name, vs.columns, vs.bounds, view.rows())
         if st.materialized:
             if is_parameterized(view):
                 raise SQLError(f"a parameterized view has no contents of its own to materialize: "

@@ -18,6 +18,7 @@ from ...maintain.changes import Changes
 from ...maintain.viewset import Prepared, ViewSet
 from ..results import RowsResult as Cursor
 from ..router import Route
+from . import ranges
 from .tables import run, write_change
 from .views import DuckViews, quote
 
@@ -168,6 +169,8 @@ class DuckWriter:
         """Phase two (the views cannot fail; a table write that fails aborts the statement and
         the caller undoes ``undo``): commit every prepared view, write materialized tables."""
         for vs, change in self.viewset.commit(prepared, undo).items():
+            if vs.bounds:
+                ranges.check(vs.name, vs.columns, vs.bounds, change)
             if vs.materialized:
                 write_change(self.conn, f"main.{quote(vs.name)}", vs.columns, vs.types, change)
 

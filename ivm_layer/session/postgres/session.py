@@ -129,6 +129,7 @@ class PostgresSession(SessionBase):
             self._shapes: dict[str, object] = {}
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
+                self.watch.report_closed_slots()
                 self.catalog.load()
             self._names.set(self._views)
             # resumed views have not seen what was committed since their checkpoint (a write
@@ -421,6 +422,11 @@ class PostgresSession(SessionBase):
     def _view_lag(self, vs: PgView) -> tuple[int, float]:
         with pgconn.driver_errors(self._target):
             return view_lag(vs, pgc.slot_lag(self.ctx.ctl, vs.slot))
+
+    def _view_retained(self, vs: PgView) -> int | None:
+        with pgconn.driver_errors(self._target):
+            lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
+        return None if lag is None else lag.retained_bytes
 
     @staticmethod
     def _check_stopped(vs: PgView) -> None:

@@ -35,7 +35,7 @@ from ...sql.statements import CreateIncrementalView, classify
 from .apply import StreamApplier
 from .compile import compile_pg_view
 from .served import copy_rows
-from .state import SLOT_PATTERN, PgContext, PgView
+from .state import SLOT_PATTERN, PgContext, PgView, slot_name
 
 #: changes staged per view before its feed stops reading (and, after a second, lets go of its
 #: connection until the session catches up: see :mod:`ivm_layer.io.postgres.feed`)
@@ -110,6 +110,13 @@ class ViewCatalog:
         rel = self.relation(name)
         if rel is not None and not (st.materialized and rel == self.marker(slot)):
             return f"a table or view named {name!r} exists that this session did not create"
+        own = slot_name(self.ctx.db, self.ctx.session, name) if isinstance(name, str) else None
+        if slot != own:
+            # the slot is derived from the names (state.slot_name): a row naming another slot
+            # was altered, and acting on it would read (and checkpoint over) another view's
+            # stream; that slot, its publication and its checkpoint are left alone
+            return (f"its catalog row names slot {slot!r}, not the view's own {own!r} (the row was "
+                    f"altered); the slot is left alone")
         return None
 
     def relation(self, name: str) -> str | None:
@@ -311,11 +318,14 @@ class ViewCatalog:
     # -- dropping -----------------------------------------------------------------------------
     def drop_skipped(self, name: str) -> None:
         """``DROP VIEW`` of a catalog row that was not loaded: the row goes, and the slot and
-        publication too when they are this session's (the publication's comment says so)."""
+        publication too when they are this session's (the publication's comment says so), are the
+        row's own (derived from its names) and no other catalog row names them."""
         slot, _ = self.skipped.pop(name)
         ctl = self.ctx.ctl
         ctl.execute("DELETE FROM ivm.views WHERE session = %s AND name = %s", [self.ctx.session, name])
-        if SLOT_PATTERN.fullmatch(slot) and self.publication(slot) == self.marker(slot):
+        shared = ctl.execute("SELECT count(*) FROM ivm.views WHERE slot = %s", [slot]).fetchone()[0]
+        if (SLOT_PATTERN.fullmatch(slot) and slot == slot_name(self.ctx.db, self.ctx.session, name)
+                and not shared and self.publication(slot) == self.marker(slot)):
             ctl.execute("DELETE FROM ivm.progress WHERE slot = %s", [slot])
             pgc.drop_slot(ctl, slot)
             pgc.drop_publication(ctl, slot)

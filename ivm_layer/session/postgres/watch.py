@@ -11,6 +11,7 @@ import warnings
 
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import lsn_str
+from ...io.postgres.slots import ivm_slots
 from .apply import StreamApplier
 from .state import LagWarning, PgContext, PgView, SourceChangedError
 
@@ -37,6 +38,29 @@ class ViewWatch:
                               f"{lag.retained_bytes / 2**20:,.0f} MiB of WAL: the view is falling "
                               "behind (call poll()/sync() more often, or DROP VIEW it)", LagWarning,
                               stacklevel=3)
+
+    def report_closed_slots(self) -> None:
+        """At open, before the views resume: a :class:`LagWarning` for each of this session's
+        slots that held more than ``lag_warning_bytes`` of WAL while the session was closed,
+        and one for the other sessions' and daemons' slots not in use above it (one query)."""
+        limit = self.ctx.lag_warning_bytes
+        mine, others = [], []
+        for s in ivm_slots(self.ctx.ctl):
+            if s.retained_bytes <= limit or s.active:
+                continue
+            (mine if s.session == self.ctx.session else others).append(s)
+        for s in mine:
+            warnings.warn(f"replication slot {s.slot} of view {s.view!r} held "
+                          f"{s.retained_bytes / 2**20:,.0f} MiB of WAL while session "
+                          f"{self.ctx.session!r} was closed; it is released as the view catches up. "
+                          f"`ivm status DATABASE` lists every slot; cap what a slot may hold with "
+                          f"max_slot_wal_keep_size", LagWarning, stacklevel=5)
+        if others:
+            total = sum(s.retained_bytes for s in others)
+            warnings.warn(f"{len(others)} ivm-layer replication slot(s) not in use hold "
+                          f"{total / 2**20:,.0f} MiB of WAL ({', '.join(s.owner for s in others)}); "
+                          "run `ivm status DATABASE` (and --drop-slots SESSION for a session you "
+                          "will not reopen soon)", LagWarning, stacklevel=5)
 
     def check_sources(self) -> None:
         """Stop views whose source table was dropped or replaced (the stream says nothing
