@@ -76,6 +76,11 @@ def test_ordered_group_against_reference(load, monkeypatch):
                         and (hi is None or v < hi or (hii and v == hi)))
 
             assert g.range_sum(lo, li, hi, hii) == sum(m for u, m in ref.items() if inside(u[0]))
+            x = rng.randint(-1, 61)  # the one-sided sums the generated update code calls
+            assert g.below(x) == sum(m for u, m in ref.items() if u[0] < x)
+            assert g.upto(x) == sum(m for u, m in ref.items() if u[0] <= x)
+            assert g.above(x) == sum(m for u, m in ref.items() if u[0] > x)
+            assert g.atleast(x) == sum(m for u, m in ref.items() if u[0] >= x)
             got = list(g.irange(lo, li, hi, hii))
             assert sorted(got) == sorted((u, m) for u, m in ref.items() if inside(u[0]))
             assert [u[0] for u, _ in got] == sorted(u[0] for u, _ in got)
@@ -83,3 +88,23 @@ def test_ordered_group_against_reference(load, monkeypatch):
             ks, vs = g.flat_in(lo, li, hi, hii)
             assert list(zip(ks, vs)) == got
             assert g.nonunit == sum(1 for m in ref.values() if m != 1)
+
+
+def test_groups_built_with_of_equal_built_with_add():
+    """``HashGroup.of`` / ``OrderedGroup.of`` (one call in generated update code) make the same
+    group as a new group plus ``add``: same tuples, totals, sums and later behaviour."""
+    from ivm_layer.engine.groups import HashGroup
+
+    for d in (1, 3):
+        a, b = HashGroup.of((1, 2), d), HashGroup()
+        b.add((1, 2), d)
+        assert (a.items, a.total, a.nonunit) == (b.items, b.total, b.nonunit)
+        a, b = OrderedGroup.of(0, (5, 2), d), OrderedGroup(0)
+        b.add((5, 2), d)
+        for g in (a, b):
+            for t in [(3, 1), (9, 0), (5, 7), (5, 2)]:
+                g.add(t, 1)
+        assert a.buckets == b.buckets and a.total == b.total and a.nonunit == b.nonunit
+        assert [a.below(x) for x in range(11)] == [b.below(x) for x in range(11)]
+        assert [a.above(x) for x in range(11)] == [b.above(x) for x in range(11)]
+        assert list(a.irange(None, False, None, False)) == list(b.irange(None, False, None, False))

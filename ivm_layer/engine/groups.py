@@ -40,7 +40,8 @@ class HashGroup:
         self.total = 0
         self.nonunit = 0  # tuples whose multiplicity is not 1 (batch enumeration: 0 = all ones)
 
-    def add(self, t: tuple, d: int) -> None:
+    def add(self, t: tuple, d: int) -> Any:
+        """Add ``d`` to the multiplicity of ``t``; returns the group's new total."""
         items = self.items
         before = items.get(t, 0)
         v = before + d
@@ -48,21 +49,32 @@ class HashGroup:
             items[t] = v
         else:
             del items[t]
-        self.total += d
         if before != 1 and before != 0:
             self.nonunit -= 1
         if v != 1 and v != 0:
             self.nonunit += 1
+        total = self.total = self.total + d
+        return total
 
     def __len__(self) -> int:
         return len(self.items)
+
+    @classmethod
+    def of(cls, t: tuple, d: int) -> "HashGroup":
+        """A group holding ``t`` with multiplicity ``d`` (one call where ``HashGroup()`` and
+        ``add`` are two)."""
+        g = cls.__new__(cls)
+        g.items = {t: d}
+        g.total = d
+        g.nonunit = 0 if d == 1 else 1
+        return g
 
 
 class OrderedGroup:
     """Tuples of one hash key ordered by a sort value, with O(log n) range sums."""
 
     __slots__ = ("sort_pos", "buckets", "total", "nonunit", "_chunks", "_bchunks", "_weights", "_maxes",
-                 "_csum", "_fen", "_flat")
+                 "_csum", "_fen", "_flat", "_multi")
 
     def __init__(self, sort_pos: int) -> None:
         self.sort_pos = sort_pos
@@ -78,21 +90,100 @@ class OrderedGroup:
         self._maxes: list = []
         self._csum: list[int] = []
         self._fen: list[int] = [0]
+        # per chunk, its sort values whose weight is not 1: while none, a prefix sum inside
+        # the chunk is a position (no slice is summed)
+        self._multi: list[int] = []
 
     def __len__(self) -> int:
         return len(self.buckets)
 
+    @classmethod
+    def of(cls, sort_pos: int, t: tuple, d: int) -> "OrderedGroup":
+        """A group holding ``t`` with multiplicity ``d`` (one call where ``OrderedGroup(p)`` and
+        ``add`` are two)."""
+        g = cls.__new__(cls)
+        value = t[sort_pos]
+        bucket = {t: d}
+        g.sort_pos = sort_pos
+        g.buckets = {value: bucket}
+        g.total = d
+        unit = d == 1
+        g.nonunit = 0 if unit else 1
+        g._chunks = [[value]]
+        g._bchunks = [[bucket]]
+        g._flat = [None]
+        g._weights = [[d]]
+        g._maxes = [value]
+        g._csum = [d]
+        g._fen = [0, d]
+        g._multi = [0 if unit else 1]
+        return g
+
     # -- maintenance ------------------------------------------------------------------
-    def add(self, t: tuple, d: int) -> None:
+    def add(self, t: tuple, d: int) -> Any:
+        """Add ``d`` to the multiplicity of ``t``; returns the group's new total. One flat method
+        (no helper calls on the common paths: an existing value's weight, a new value in a
+        chunk that does not split); the Fenwick tree is kept only while there are two or more
+        chunks (a prefix inside the first chunk never reads it)."""
         value = t[self.sort_pos]
-        bucket = self.buckets.get(value)
-        self.total += d
-        if bucket is None:
-            bucket = self.buckets[value] = {t: d}
+        buckets = self.buckets
+        bucket = buckets.get(value)
+        total = self.total = self.total + d
+        if bucket is None:  # a new sort value
+            bucket = buckets[value] = {t: d}
             if d != 1:
                 self.nonunit += 1
-            self._insert_value(value, d, bucket)
-            return
+            maxes = self._maxes
+            if len(maxes) == 1:  # one chunk (up to 2·B values): no chunk search, no Fenwick tree
+                chunk = self._chunks[0]
+                if value > maxes[0]:
+                    maxes[0] = value
+                    pos = len(chunk)
+                else:
+                    pos = bisect_left(chunk, value)
+                chunk.insert(pos, value)
+                self._bchunks[0].insert(pos, bucket)
+                self._weights[0].insert(pos, d)
+                self._flat[0] = None
+                self._csum[0] = total
+                if d != 1:
+                    self._multi[0] += 1
+                if len(chunk) > 2 * _LOAD:
+                    self._split(0)
+                return total
+            if not maxes:
+                self._chunks.append([value])
+                self._bchunks.append([bucket])
+                self._flat.append(None)
+                self._weights.append([d])
+                self._multi.append(0 if d == 1 else 1)
+                maxes.append(value)
+                self._csum.append(d)
+                self._fen = [0, d]
+                return total
+            ci = bisect_left(maxes, value)
+            if ci == len(maxes):
+                ci -= 1
+                maxes[ci] = value
+            chunk = self._chunks[ci]
+            pos = bisect_left(chunk, value)
+            chunk.insert(pos, value)
+            self._bchunks[ci].insert(pos, bucket)
+            self._weights[ci].insert(pos, d)
+            self._flat[ci] = None
+            self._csum[ci] += d
+            if d != 1:
+                self._multi[ci] += 1
+            if len(chunk) > 2 * _LOAD:
+                self._split(ci)
+            elif len(maxes) > 1:
+                fen = self._fen
+                i = ci + 1
+                n = len(fen)
+                while i < n:
+                    fen[i] += d
+                    i += i & -i
+            return total
         before = bucket.get(t, 0)
         v = before + d
         if v:
@@ -103,84 +194,56 @@ class OrderedGroup:
             self.nonunit -= 1
         if v != 1 and v != 0:
             self.nonunit += 1
-        if bucket:
-            self._add_weight(value, d)
-        else:
-            del self.buckets[value]
-            self._remove_value(value)
-
-    def _locate(self, value) -> tuple[int, int]:
-        ci = bisect_left(self._maxes, value)
-        return ci, bisect_left(self._chunks[ci], value)
-
-    def _add_weight(self, value, d: int) -> None:
-        ci, pos = self._locate(value)
-        self._flat[ci] = None
-        self._weights[ci][pos] += d
-        self._csum[ci] += d
-        self._fen_add(ci, d)
-
-    def _fen_add(self, ci: int, d: int) -> None:
-        """Fenwick point update: chunk ``ci``'s total changed by ``d``."""
-        fen = self._fen
-        i = ci + 1
-        n = len(fen)
-        while i < n:
-            fen[i] += d
-            i += i & -i
-
-    def _insert_value(self, value, w: int, bucket: dict) -> None:
-        chunks = self._chunks
-        if not chunks:
-            chunks.append([value])
-            self._bchunks.append([bucket])
-            self._flat.append(None)
-            self._weights.append([w])
-            self._maxes.append(value)
-            self._csum.append(w)
-            self._rebuild_fenwick()
-            return
-        ci = bisect_left(self._maxes, value)
-        if ci == len(chunks):
-            ci -= 1
-            self._maxes[ci] = value
-        chunk = chunks[ci]
-        pos = bisect_left(chunk, value)
-        chunk.insert(pos, value)
-        self._bchunks[ci].insert(pos, bucket)
-        self._flat[ci] = None
-        self._weights[ci].insert(pos, w)
-        self._csum[ci] += w
-        if len(chunk) > 2 * _LOAD:
-            half = len(chunk) >> 1
-            wl = self._weights[ci]
-            bl = self._bchunks[ci]
-            chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
-            self._bchunks[ci:ci + 1] = [bl[:half], bl[half:]]
-            self._flat[ci:ci + 1] = [None, None]
-            self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
-            self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
-            self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
-            self._rebuild_fenwick()
-        else:
-            self._fen_add(ci, w)
-
-    def _remove_value(self, value) -> None:
-        ci, pos = self._locate(value)
+        maxes = self._maxes
+        ci = bisect_left(maxes, value)
         chunk = self._chunks[ci]
-        w = self._weights[ci].pop(pos)
-        del chunk[pos]
-        del self._bchunks[ci][pos]
+        pos = bisect_left(chunk, value)
+        weights = self._weights[ci]
+        w0 = weights[pos]
         self._flat[ci] = None
-        self._csum[ci] -= w
-        if not chunk:
-            del self._chunks[ci], self._bchunks[ci], self._weights[ci], self._maxes[ci], self._csum[ci]
-            del self._flat[ci]
-            self._rebuild_fenwick()
-            return
-        if pos == len(chunk):
-            self._maxes[ci] = chunk[-1]
-        self._fen_add(ci, -w)
+        if bucket:
+            w1 = weights[pos] = w0 + d
+            if w0 != 1:
+                self._multi[ci] -= 1
+            if w1 != 1:
+                self._multi[ci] += 1
+            self._csum[ci] += d
+        else:  # the value is gone
+            del buckets[value]
+            del chunk[pos], self._bchunks[ci][pos], weights[pos]
+            if w0 != 1:
+                self._multi[ci] -= 1
+            self._csum[ci] += d  # = -w0: the value's weight drops to 0
+            if not chunk:
+                del self._chunks[ci], self._bchunks[ci], self._weights[ci], maxes[ci], self._csum[ci]
+                del self._flat[ci], self._multi[ci]
+                self._rebuild_fenwick()
+                return total
+            if pos == len(chunk):
+                maxes[ci] = chunk[-1]
+        if len(maxes) > 1:
+            fen = self._fen
+            i = ci + 1
+            n = len(fen)
+            while i < n:
+                fen[i] += d
+                i += i & -i
+        return total
+
+    def _split(self, ci: int) -> None:
+        """Split chunk ``ci`` (over 2·B values) in two halves and rebuild the Fenwick tree."""
+        chunk = self._chunks[ci]
+        half = len(chunk) >> 1
+        wl = self._weights[ci]
+        bl = self._bchunks[ci]
+        self._chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
+        self._bchunks[ci:ci + 1] = [bl[:half], bl[half:]]
+        self._flat[ci:ci + 1] = [None, None]
+        self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
+        self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
+        self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
+        self._multi[ci:ci + 1] = [sum(1 for w in wl[:half] if w != 1), sum(1 for w in wl[half:] if w != 1)]
+        self._rebuild_fenwick()
 
     def _rebuild_fenwick(self) -> None:
         csum = self._csum
@@ -219,13 +282,65 @@ class OrderedGroup:
             return self.total
         chunk = self._chunks[ci]
         pos = bisect_right(chunk, value) if inclusive else bisect_left(chunk, value)
-        s = sum(self._weights[ci][:pos]) if pos else 0
-        fen = self._fen
-        i = ci
-        while i > 0:
-            s += fen[i]
-            i -= i & -i
+        s = pos if not self._multi[ci] else self._part(ci, pos)
+        if ci:
+            fen = self._fen
+            while ci:
+                s += fen[ci]
+                ci &= ci - 1
         return s
+
+    def _part(self, ci: int, pos: int) -> Any:
+        """Sum of the weights of chunk ``ci``'s first ``pos`` values: the position itself
+        while every weight there is 1, else the shorter of the two slices summed."""
+        if not self._multi[ci]:
+            return pos
+        ws = self._weights[ci]
+        if pos <= len(ws) >> 1:
+            return sum(ws[:pos])
+        return self._csum[ci] - sum(ws[pos:])
+
+    # One-sided range sums (what a single inequality asks; generated update code calls these).
+    # A group of one chunk (up to 2·B sort values, the usual case) answers with one bisect.
+    def below(self, x) -> Any:
+        """Sum of the weights of sort values < x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x > maxes[0]:
+                return self.total
+            pos = bisect_left(self._chunks[0], x)
+            return pos if not self._multi[0] else self._part(0, pos)
+        return self._prefix(x, False) if maxes else 0
+
+    def upto(self, x) -> Any:
+        """Sum of the weights of sort values <= x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x >= maxes[0]:
+                return self.total
+            pos = bisect_right(self._chunks[0], x)
+            return pos if not self._multi[0] else self._part(0, pos)
+        return self._prefix(x, True) if maxes else 0
+
+    def above(self, x) -> Any:
+        """Sum of the weights of sort values > x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x >= maxes[0]:
+                return 0
+            pos = bisect_right(self._chunks[0], x)
+            return self.total - (pos if not self._multi[0] else self._part(0, pos))
+        return self.total - self._prefix(x, True) if maxes else 0
+
+    def atleast(self, x) -> Any:
+        """Sum of the weights of sort values >= x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x > maxes[0]:
+                return 0
+            pos = bisect_left(self._chunks[0], x)
+            return self.total - (pos if not self._multi[0] else self._part(0, pos))
+        return self.total - self._prefix(x, False) if maxes else 0
 
     def range_sum(self, lo, lo_incl: bool, hi, hi_incl: bool) -> int:
         """Sum of multiplicities of tuples whose sort value lies in the range (None = unbounded)."""

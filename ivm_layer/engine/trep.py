@@ -78,6 +78,7 @@ class TRep:
             c.finish(self._index(c.gs, [], c.p1.form, None, c.d_var), self._index(c.mr, [], None, None, c.a_var))
         self.out_vars = list(plan.gcq.output)
         self._enum_source: dict[Any, str] = {}
+        self._delta_keys: dict[int, Callable] = {}  # node id -> its P_n key (delta enumeration)
         self._enum_cache: dict[Any, Callable] = {}
 
     # -- construction -----------------------------------------------------------------
@@ -130,13 +131,16 @@ class TRep:
             # p carries n's tuples: only p's filter (over var(p) ⊆ var(n)) applies on the way up.
             pf = compile_filter(p.node.filters, n.pos)
             n.up = _identity if pf is None else _make_filter(pf)
+            n.step = ("fused", pf)
         elif s is None:
             n.up = _make_project(projector(p.form, n.pos), p.filter)
+            n.step = ("project",)
         elif n.is_guard and s.chain is not None:
             # T under the derived top join whose other child p1 is derived too: ρ_p1's range
             # sum is a pair count on the chain's axis (engine/chain.py).
             n.v_key = key_fn([], p.pos)
             n.up = s.chain.t_up(projector(p.form, n.pos))
+            n.step = ("chain",)
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
@@ -149,6 +153,7 @@ class TRep:
                 compile_bounds(on, n.pos) if on else None,
                 compile_cross_check(rest, s.pos, n.pos),
             )
+            n.step = ("guard", idx, key_vars, on, rest)
         else:
             # Case C: s guards p. Probe S_s holding π_var(p) ρ_s, ordered on the parent-side variable.
             key_vars = sorted(s.node.vars & n.node.vars)
@@ -162,6 +167,7 @@ class TRep:
                 compile_bounds(on, n.pos) if on else None,
                 compile_cross_check(rest, p.pos, n.pos),
             )
+            n.step = ("nonguard", idx, key_vars, on, rest)
         if n.in_n and not p.fused:
             key_vars = sorted(n.node.vars & p.node.vars)
             cross = oriented_cross(n.node, p.node)  # n_var op parent_var + c
@@ -229,11 +235,14 @@ class TRep:
             d = record.get(self.root.id, {}).get((), 0) if self.root.in_n else 0
             return iter([((), d)] if d else [])
         dgroups: dict[int, dict] = {}
+        dkeys = self._delta_keys
         for nid, delta in record.items():
             r = self.nodes[nid]
             if r.parent is None or r.parent.fused:
                 continue
-            kf = key_fn(r.p_key_vars, r.pos)
+            kf = dkeys.get(nid)
+            if kf is None:
+                kf = dkeys[nid] = key_fn(r.p_key_vars, r.pos)
             groups: dict[Any, list] = {}
             for t, d in delta.items():
                 k = kf(t)
@@ -414,6 +423,12 @@ def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
 
 
 _SWEEP_MIN = 8  # delta tuples per group from which the sorted sweep beats one range scan each
+
+
+def sweep_min() -> int:
+    """Delta tuples from which a non-guard step sweeps a group once instead of scanning a
+    range per tuple (generated batch code hands such deltas to the interpreter)."""
+    return _SWEEP_MIN
 
 
 def _make_nonguard_up(idx: Index, key, bounds, resid):

@@ -15,7 +15,8 @@ from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
 from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
-from .trep import TRep
+from .trep import TRep, sweep_min
+from .updgen import NotCompiled, build, compile_enabled, gen_path, gen_single
 from .values import canonical_row
 
 Change = list[tuple[tuple, int]]
@@ -69,7 +70,15 @@ class View:
         self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
         self._membership = None  # built by the first contains()
-        self._fast: dict[Any, tuple] = {}  # table spelling -> _single's entry (_fast_entry)
+        # Generated update code (engine/updgen.py), built at a table's / leaf's first update:
+        # table spelling -> its single-row update; leaf atom -> its batch propagation (None:
+        # the interpreter). IVM_COMPILE=0 keeps the interpreter everywhere.
+        self._compile = compile_enabled()
+        self._upd: dict[Any, Callable[[Any, int], bool]] = {}
+        self._paths: dict[int, Callable[[dict], Any] | None] = {}
+        self._rpaths: dict[int, Callable[[dict, dict], bool] | None] = {}  # the same, recording deltas
+        self._code: dict[str, str] = {}  # what runs each update path (update_paths())
+        self._sources: dict[str, str] = {}  # the generated source, per path (debugging)
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -171,22 +180,75 @@ class View:
     # -- writing ------------------------------------------------------------------------
     def insert(self, table: str, row: Iterable[Any]) -> None:
         """Insert one row (multiplicity +1)."""
+        fn = self._upd.get(table)
+        if fn is not None and fn(row, 1):
+            return
         if not self._single(table, row, 1):
             self._apply_checked({table: [(row, 1)]}, want_change=False)
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
         """Delete one row (multiplicity -1); raises UpdateError if the row is not present."""
+        fn = self._upd.get(table)
+        if fn is not None and fn(row, -1):
+            return
         if not self._single(table, row, -1):
             self._apply_checked({table: [(row, -1)]}, want_change=False)
+
+    def update_paths(self) -> dict[str, str]:
+        """What runs each update path built so far (a path is built at its first update):
+        ``"insert/delete <table>"`` (one row) and ``"batch <atom>"`` (a leaf's share of a batch)
+        -> ``"generated: …"`` (engine/updgen.py, with what it touches) or ``"interpreter: <why>"``."""
+        return dict(self._code)
 
     def _single(self, table: str, row: Any, k: int) -> bool:
         """Fast path for one row (same checks as a batch). Returns False to defer to the
         general path for anything unusual (a table of the core, a non-tuple row)."""
-        entry = self._fast.get(table)
-        if entry is None:
-            entry = self._fast_entry(table)
-            if entry is None:
+        fn = self._upd.get(table)
+        if fn is None:
+            fn = self._single_fn(table)
+            if fn is None:
                 return False
+            self._upd[table] = fn
+        return fn(row, k)
+
+    def _single_fn(self, table: Any) -> Callable[[Any, int], bool] | None:
+        """The single-row update of a table spelled ``table``: generated code, or the generic
+        path (:meth:`_single_generic`) where generation is off or does not apply."""
+        entry = self._fast_entry(table)
+        if entry is None:
+            return None
+        name, store, exs, arity, plain = entry
+
+        def generic(row: Any, k: int) -> bool:
+            return self._single_generic(entry, row, k)
+
+        label = f"insert/delete {name}"
+        if not self._compile:
+            self._code[label] = "interpreter: IVM_COMPILE=0"
+            return generic
+        core = None
+        c = self._core
+        if c is not None and self._materialized is None and not self._weights and c._materialized is None \
+                and c._core is None and not c._weights:
+            core = (c._trep, list(c._extractors.get(name, ())),
+                    lambda atom: c._rpaths.setdefault(atom, c._path_fn(atom, record=True)),
+                    self._core_extractor)
+        elif not plain:
+            self._code[label] = ("interpreter: the view has a materialized result or ring payloads "
+                                 "(updates need the delta)")
+            return generic
+        try:
+            src, ns, touched = gen_single(self._trep, name, arity, store, list(exs), self._kinds,
+                                          self._subscribers, generic, core)
+        except NotCompiled as e:
+            self._code[label] = f"interpreter: {e}"
+            return generic
+        self._sources[label] = src
+        self._code[label] = "generated: " + (", ".join(dict.fromkeys(touched)) or "the store only")
+        return build(src, ns, "upd", f"update {name}")
+
+    def _single_generic(self, entry: tuple, row: Any, k: int) -> bool:
+        """The interpreted single-row path (the reference for the generated one)."""
         if type(row) is not tuple:
             return False
         name, store, exs, arity, plain = entry
@@ -236,17 +298,14 @@ class View:
 
     def _fast_entry(self, table: Any) -> tuple | None:
         """``(name, stored rows, leaf extractors, arity, plain)`` of a table spelled ``table``
-        ("R" for r), remembered per spelling (``plain``: no core, no materialized result, no
-        ring payloads — fixed when the view is built); None for a name this view does not
-        store itself."""
+        ("R" for r) (``plain``: no core, no materialized result, no ring payloads — fixed when
+        the view is built); None for a name this view does not store itself."""
         name = table.lower() if type(table) is str else table
         store = self._tables.get(name)
         if store is None:
             return None
         plain = self._core is None and self._materialized is None and not self._weights
-        entry = (name, store, tuple(self._extractors.get(name, ())), self._arity[name], plain)
-        self._fast[table] = entry
-        return entry
+        return (name, store, tuple(self._extractors.get(name, ())), self._arity[name], plain)
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
         """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing)."""
@@ -355,15 +414,43 @@ class View:
     def _propagate(self, atom: int, delta: dict[tuple, int], change: dict[tuple, int] | None) -> None:
         trep = self._trep
         if change is None:
-            trep.propagate(atom, delta)
+            fn = self._paths.get(atom, _MISSING)
+            if fn is _MISSING:
+                fn = self._paths[atom] = self._path_fn(atom)
+            if fn is not None:
+                fn(delta)
+            else:
+                trep.propagate(atom, delta)
             return
+        fn = self._rpaths.get(atom, _MISSING)
+        if fn is _MISSING:
+            fn = self._rpaths[atom] = self._path_fn(atom, record=True)
         record: dict[int, dict] = {}
-        if trep.propagate(atom, delta, record):
+        if fn(delta, record) if fn is not None else trep.propagate(atom, delta, record):
             for row, m in trep.delta_rows(atom, record):
                 change[row] = change.get(row, 0) + m
 
+    def _path_fn(self, atom: int, record: bool = False) -> Callable | None:
+        """Leaf ``atom``'s generated batch propagation (``record``: with the deltas delta
+        enumeration reads), or None (the interpreter) where generation is off or does not apply."""
+        label = f"{'change of' if record else 'batch'} {self.plan.gcq.atoms[atom].alias}"
+        if not self._compile:
+            self._code[label] = "interpreter: IVM_COMPILE=0"
+            return None
+        try:
+            src, ns, touched = gen_path(self._trep, atom, sweep_min(), self._trep.propagate, record)
+        except NotCompiled as e:
+            self._code[label] = f"interpreter: {e}"
+            return None
+        self._sources[label] = src
+        self._code[label] = "generated: " + ", ".join(dict.fromkeys(touched))
+        return build(src, ns, "path", f"{'record ' if record else ''}path {atom}")
+
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         return self._commit(self._prepare(batch), want_change)
+
+
+_MISSING = object()
 
 
 class Prepared:
