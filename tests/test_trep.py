@@ -108,3 +108,29 @@ def test_groups_built_with_of_equal_built_with_add():
         assert [a.below(x) for x in range(11)] == [b.below(x) for x in range(11)]
         assert [a.above(x) for x in range(11)] == [b.above(x) for x in range(11)]
         assert list(a.irange(None, False, None, False)) == list(b.irange(None, False, None, False))
+
+
+@pytest.mark.parametrize("load", [3, 256])
+def test_groups_built_from_items_equal_groups_built_by_add(load, monkeypatch):
+    """The bulk builders (``from_items``: one sort) make the groups ``add`` makes one by one."""
+    import ivm_layer.engine.groups as groups
+    from ivm_layer.engine.groups import HashGroup
+
+    monkeypatch.setattr(groups, "_LOAD", load)
+    rng = random.Random(11)
+    for _ in range(30):
+        items = {(rng.randint(0, 40), rng.randint(0, 5)): rng.choice([1, 1, 1, 2, 5]) for _ in range(rng.randint(1, 90))}
+        a, b = OrderedGroup.from_items(0, dict(items)), OrderedGroup(0)
+        h, hb = HashGroup.from_items(dict(items)), HashGroup()
+        for t, d in items.items():
+            b.add(t, d)
+            hb.add(t, d)
+        assert (h.items, h.total, h.nonunit) == (hb.items, hb.total, hb.nonunit)
+        assert a.buckets == b.buckets and a.total == b.total and a.nonunit == b.nonunit
+        for x in range(-1, 43):
+            assert (a.below(x), a.upto(x), a.above(x), a.atleast(x)) == (b.below(x), b.upto(x), b.above(x), b.atleast(x))
+        assert list(a.irange(None, False, None, False)) == list(b.irange(None, False, None, False))
+        for t in list(items)[:5]:  # and they keep behaving alike
+            a.add(t, -items[t])
+            b.add(t, -items[t])
+        assert [a.below(x) for x in range(43)] == [b.below(x) for x in range(43)]

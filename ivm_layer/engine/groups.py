@@ -60,6 +60,16 @@ class HashGroup:
         return len(self.items)
 
     @classmethod
+    def from_items(cls, items: dict) -> "HashGroup":
+        """A group holding ``items`` ({tuple: multiplicity}, no zeros; the dict is kept)."""
+        g = cls.__new__(cls)
+        g.items = items
+        vals = list(items.values())
+        g.total = sum(vals)
+        g.nonunit = len(vals) - vals.count(1)
+        return g
+
+    @classmethod
     def of(cls, t: tuple, d: int) -> "HashGroup":
         """A group holding ``t`` with multiplicity ``d`` (one call where ``HashGroup()`` and
         ``add`` are two)."""
@@ -96,6 +106,43 @@ class OrderedGroup:
 
     def __len__(self) -> int:
         return len(self.buckets)
+
+    @classmethod
+    def from_items(cls, sort_pos: int, items: dict) -> "OrderedGroup":
+        """A group holding ``items`` ({tuple: multiplicity}, no zeros), built in one sort: the
+        sort values in chunks of B (room to grow before a split), their weights, the Fenwick
+        tree once."""
+        g = cls.__new__(cls)
+        g.sort_pos = sort_pos
+        buckets: dict = {}
+        get = buckets.get
+        for t, d in items.items():
+            v = t[sort_pos]
+            b = get(v)
+            if b is None:
+                buckets[v] = {t: d}
+            else:
+                b[t] = d
+        g.buckets = buckets
+        vals = list(items.values())
+        g.total = sum(vals)
+        g.nonunit = len(vals) - vals.count(1)
+        values = sorted(buckets)
+        blist = list(map(buckets.__getitem__, values))
+        if len(values) == len(vals):  # one tuple per value: the weights are the multiplicities
+            weights = list(map(next, map(iter, map(dict.values, blist))))
+        else:
+            weights = [sum(b.values()) for b in blist]
+        step = _LOAD
+        g._chunks = [values[i:i + step] for i in range(0, len(values), step)]
+        g._bchunks = [blist[i:i + step] for i in range(0, len(values), step)]
+        g._weights = [weights[i:i + step] for i in range(0, len(values), step)]
+        g._maxes = [c[-1] for c in g._chunks]
+        g._csum = [sum(w) for w in g._weights]
+        g._multi = [len(w) - w.count(1) for w in g._weights]
+        g._flat = [None] * len(g._chunks)
+        g._rebuild_fenwick()
+        return g
 
     @classmethod
     def of(cls, sort_pos: int, t: tuple, d: int) -> "OrderedGroup":

@@ -232,6 +232,18 @@ def bounds_lines(preds: list[Predicate], right_pos: dict[str, int], tvar: str, c
     return lines
 
 
+def compile_range_sum(preds: list[Predicate], right_pos: dict[str, int]) -> Callable[[Any, tuple], Any]:
+    """``f(group, r)``: the sum of an ordered group's weights inside the range the predicates
+    :func:`compile_bounds` takes admit for tuple ``r`` — one one-sided call (``below`` …) for a
+    single predicate with a plain offset, ``range_sum(*bounds(r))`` otherwise."""
+    src = bound_source(preds, right_pos, "r", repr) if preds else None
+    if src is not None and src[0] in RANGE_SUM and all(type(p.offset or 0) is int for p in preds):
+        op, x = src
+        return eval(f"lambda g, r: g.{RANGE_SUM[op]}({x})")  # noqa: S307 - built from ints and names
+    bounds = compile_bounds(preds, right_pos)
+    return lambda g, r: g.range_sum(*bounds(r))
+
+
 def range_args_source(op: str, x: str) -> str:
     """``lo, lo_incl, hi, hi_incl`` source of the range ``s op x``."""
     return {"<": f"None, False, {x}, False", "<=": f"None, False, {x}, True",

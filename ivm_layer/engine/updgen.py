@@ -232,9 +232,11 @@ class _Gen:
         return []
 
     # -- the path -----------------------------------------------------------------------
-    def path(self, n: RNode, tv: str, dv: str, ind: int) -> None:
-        """Propagate the single tuple ``tv`` with multiplicity change ``dv`` from n to the root."""
-        self.indexes(n, tv, dv, ind)
+    def path(self, n: RNode, tv: str, dv: str, ind: int, own: bool = True) -> None:
+        """Propagate the single tuple ``tv`` with multiplicity change ``dv`` from n to the root
+        (``own``: n's own indexes too; False when they already hold the change)."""
+        if own:
+            self.indexes(n, tv, dv, ind)
         if self.record and n.in_n:
             self.emit(ind, f"acc_rec(rec, {n.id}, {tv}, {dv})")
         p = n.parent
@@ -485,6 +487,7 @@ def gen_single(trep: Any, name: str, arity: int, store: dict, extractors: list, 
         gen.touched.append("core change")
         gen.path(trep.leaves[cex.atom], "t", "m", 16)
     e(4, "TREP.version += 1")
+    e(4, "if TREP.open_buffers: TREP.bump()")  # open rows() iterators: their next step raises
     e(4, "return True")
     return gen.source(), ns, gen.touched
 
@@ -509,14 +512,6 @@ def gen_path(trep: Any, atom: int, sweep_min: int, interpreter: Callable,
             sweeps = True
         n = n.parent
     if record:
-        n = leaf
-        fans = False
-        while n.parent is not None:
-            if n.parent.derived is not None and fans:
-                raise NotCompiled("a fan-out below a derived structure (record mode)")
-            if n.step is not None and n.step[0] == "nonguard":
-                fans = True
-            n = n.parent
         if sweeps:
             gen.emit(4, f"if len(delta) >= {int(sweep_min)}: return PROPAGATE({atom}, delta, rec)")
         gen.emit(4, "reached = False")
@@ -527,6 +522,17 @@ def gen_path(trep: Any, atom: int, sweep_min: int, interpreter: Callable,
     gen.path(leaf, "t", "d", 8)
     if record:
         gen.emit(4, "return reached")
+    return gen.source(), gen.ns, gen.touched
+
+
+def gen_rest(trep: Any, node: RNode) -> tuple[str, dict, list[str]]:
+    """Source of ``rest(delta)``: a delta of ``node`` whose indexes already hold it (the bulk
+    path built them) propagated from node's step upwards, tuple by tuple."""
+    gen = _Gen(trep)
+    gen.emit(0, "def rest(delta):")
+    gen.emit(4, "for t, d in delta.items():")
+    gen.emit(8, "if not d: continue")
+    gen.path(node, "t", "d", 8, own=False)
     return gen.source(), gen.ns, gen.touched
 
 

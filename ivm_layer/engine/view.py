@@ -16,7 +16,9 @@ from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
 from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
 from .trep import TRep, sweep_min
-from .updgen import NotCompiled, build, compile_enabled, gen_path, gen_single
+from .bulk import BULK_MIN
+from .bulk import propagate as bulk_propagate
+from .updgen import NotCompiled, build, compile_enabled, gen_path, gen_rest, gen_single
 from .values import canonical_row
 
 Change = list[tuple[tuple, int]]
@@ -77,6 +79,7 @@ class View:
         self._upd: dict[Any, Callable[[Any, int], bool]] = {}
         self._paths: dict[int, Callable[[dict], Any] | None] = {}
         self._rpaths: dict[int, Callable[[dict, dict], bool] | None] = {}  # the same, recording deltas
+        self._rests: dict[int, Callable[[dict], None]] = {}  # node id -> the bulk path's hand-over
         self._code: dict[str, str] = {}  # what runs each update path (update_paths())
         self._sources: dict[str, str] = {}  # the generated source, per path (debugging)
 
@@ -277,7 +280,7 @@ class View:
                 del store[row]
             if t is not None:
                 trep.propagate(ex.atom, {t: k})
-            trep.version += 1
+            trep.bump()
             return True
         leaf = []
         for ex in exs:
@@ -293,7 +296,7 @@ class View:
         propagate = trep.propagate
         for atom, t in leaf:
             propagate(atom, {t: k})
-        trep.version += 1
+        trep.bump()
         return True
 
     def _fast_entry(self, table: Any) -> tuple | None:
@@ -381,7 +384,11 @@ class View:
             self._kinds.update(pending)
             store = self._tables.get(name)
             if store is not None:
-                _merge(store, changes.items())
+                if len(changes) >= BULK_MIN and (not store or store.keys().isdisjoint(changes)) \
+                        and min(changes.values()) > 0:
+                    store.update(changes)  # new rows only: one C-level update
+                else:
+                    _merge(store, changes.items())
             # Self-joins: one leaf at a time, fully propagated (ALGORITHMS.md §4).
             for atom, delta in per_atom:
                 self._propagate(atom, delta, change)
@@ -397,7 +404,7 @@ class View:
                     delta = {t: k for t, k in delta.items() if k}
                     if delta:
                         self._propagate(ex.atom, delta, change)
-        self._trep.version += 1
+        self._trep.bump()
         if change is None:
             return None
         bag_change = [(row, k) for row, k in change.items() if k]
@@ -413,6 +420,9 @@ class View:
 
     def _propagate(self, atom: int, delta: dict[tuple, int], change: dict[tuple, int] | None) -> None:
         trep = self._trep
+        if change is None and len(delta) >= BULK_MIN and self._compile:
+            bulk_propagate(trep, atom, delta, self._rest)
+            return
         if change is None:
             fn = self._paths.get(atom, _MISSING)
             if fn is _MISSING:
@@ -445,6 +455,16 @@ class View:
         self._sources[label] = src
         self._code[label] = "generated: " + ", ".join(dict.fromkeys(touched))
         return build(src, ns, "path", f"{'record ' if record else ''}path {atom}")
+
+    def _rest(self, node: Any, delta: dict) -> None:
+        """The bulk path's hand-over: ``node``'s delta (its indexes applied) propagated upwards
+        by generated code (one function per node, built once)."""
+        fn = self._rests.get(node.id)
+        if fn is None:
+            src, ns, _ = gen_rest(self._trep, node)
+            fn = self._rests[node.id] = build(src, ns, "rest", f"rest {node.id}")
+            self._sources[f"bulk rest {node.id}"] = src
+        fn(delta)
 
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         return self._commit(self._prepare(batch), want_change)
