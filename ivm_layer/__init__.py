@@ -18,7 +18,7 @@ from .errors import (
     UnsupportedSQLError,
     UpdateError,
 )
-from .sessions import connect
+from .session import connect
 
 __version__ = "0.1.0"
 

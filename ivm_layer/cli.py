@@ -15,8 +15,8 @@ from .errors import IVMError
 # hands everything after X to module.main(argv).
 _DELEGATED = {
     "shell": ("ivm_layer.shell", "the proxy CLI: a psql-like shell with incremental views"),
-    "daemon": ("ivm_layer.pipeline.cli", "the CDC daemon: change streams through Spark into views and sinks"),
-    "bench": ("bench.__main__", "the benchmark suite (ivm bench session: what a session user feels)"),
+    "daemon": ("ivm_layer.daemon.cli", "the CDC daemon: change streams through Spark into views and sinks"),
+    "bench": ("ivm_layer.bench.__main__", "the benchmark suite (ivm bench session: what a session user feels)"),
 }
 
 

@@ -1,7 +1,7 @@
 """``ivm demo``: the credit-card fraud view of paper 000 §1, end to end on embedded DuckDB.
 
 Creates a ``trans`` table, ``CREATE INCREMENTAL VIEW fraud AS`` the query in
-``sql_examples/fraud.sql``, streams generated transactions through the session in small
+``ivm_layer/sql_examples/fraud.sql``, streams generated transactions through the session in small
 INSERT statements (with a progress bar), prints the first detected patterns as they appear,
 then races the same statements through plain DuckDB recomputing the view after each one, and
 prints both times, the ratio, and whether the two views agree.
@@ -9,31 +9,18 @@ prints both times, the ratio, and whether the two views agree.
 
 from __future__ import annotations
 
-import pathlib
 import random
 import sys
 import time
 from typing import TextIO
 
-from .errors import IVMError
-
-_FRAUD_SQL = pathlib.Path(__file__).resolve().parent.parent / "sql_examples" / "fraud.sql"
-
 
 def fraud_sql() -> str:
-    """The fraud query's SELECT (comments stripped), from the source tree or, installed, from
-    the SQL files packaged with ``bench``."""
-    path = _FRAUD_SQL
-    if not path.exists():
-        from importlib import resources
+    """The fraud query's SELECT (comments stripped), from the SQL examples packaged with
+    :mod:`ivm_layer.sql_examples`."""
+    from .sql_examples import read
 
-        try:
-            path = resources.files("bench").joinpath("sql_examples", "fraud.sql")
-            text = path.read_text()
-        except (ModuleNotFoundError, FileNotFoundError):
-            raise IVMError("sql_examples/fraud.sql not found: reinstall ivm-layer") from None
-    else:
-        text = path.read_text()
+    text = read("fraud")
     lines = [ln for ln in text.splitlines() if not ln.lstrip().startswith("--")]
     return "\n".join(lines).strip().rstrip(";")
 
@@ -141,7 +128,7 @@ def race(n: int = 2_000, batch: int = 1, seed: int = 7, show: int = 10, plan: bo
          out: TextIO = sys.stdout, err: TextIO = sys.stderr, history: int = 100_000) -> dict:
     """The demo's race; returns its figures (``session_s``, ``duckdb_s``, per-statement
     milliseconds, ``ratio`` per statement, ``match``)."""
-    from .sessions import connect
+    from .session import connect
 
     body = fraud_sql()
     statements = -(-n // batch)

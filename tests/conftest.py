@@ -28,7 +28,7 @@ import pytest  # noqa: E402
 @pytest.fixture(scope="session")
 def pg_cluster():
     """One throwaway PostgreSQL cluster (wal_level=logical, 127.0.0.1, free port) per test run."""
-    from pg_cluster import Cluster
+    from ivm_layer.bench.pg_cluster import Cluster
 
     with Cluster() as cluster:
         cluster.wait_ready()
@@ -39,3 +39,13 @@ def pg_cluster():
 def pg_url(pg_cluster) -> str:
     """The URL of a fresh, empty database in the test cluster."""
     return pg_cluster.create_database()
+
+
+# -- markers --------------------------------------------------------------------------------------
+def pytest_collection_modifyitems(config, items):
+    """Every test that uses the PostgreSQL cluster is marked ``postgres``, so
+    ``pytest -m "not postgres and not spark"`` runs the rest without a server. ``spark`` and
+    ``slow`` are set by the tests themselves."""
+    for item in items:
+        if "pg_cluster" in getattr(item, "fixturenames", ()):
+            item.add_marker(pytest.mark.postgres)

@@ -17,7 +17,6 @@ import operator
 from collections import Counter
 
 import duckdb
-
 from querygen import Pred, Query, row_key
 
 _CMP = {

@@ -78,6 +78,18 @@ def _nan_object() -> SqlNaN:
 NAN = SqlNaN()
 
 
+FLOAT_NAN = float("nan")
+"""The one NaN float the change-stream decoders and checkpoints return. PostgreSQL orders NaN
+equal to itself; Python's ``nan == nan`` is False and ``hash(nan)`` depends on the object, but
+dicts, sets and tuple comparison check identity first, so one shared NaN object makes a row
+holding NaN match itself (an UPDATE or DELETE of such a row finds it)."""
+
+
+def canonical_float(v: float) -> float:
+    """``v``, or :data:`FLOAT_NAN` when ``v`` is a NaN."""
+    return FLOAT_NAN if v != v else v
+
+
 def canonical(v: Any) -> Any:
     """``v`` with a NaN replaced by :data:`NAN`."""
     t = type(v)

@@ -18,7 +18,13 @@ from .guards import GuardReport, analyze, is_simple
 from .gyo import build_gjt_pair
 from .layout import better, rank
 from .redundancy import drop_implied_inequalities, implied_closure
-from .transform import binarize, check_invariants, make_sibling_closed, simplify, tighten_edges
+from .transform import (
+    binarize,
+    check_invariants,
+    make_sibling_closed,
+    simplify,
+    tighten_edges,
+)
 
 
 @dataclass

@@ -20,7 +20,6 @@ from ..errors import CyclicQueryError
 from ..query import GCQ, Atom, Predicate
 from .redundancy import implied_closure, implied_predicates
 
-
 #: Work budget of the core search: candidate atom sets tried × atoms² (each candidate costs
 #: two planner runs, each quadratic in the atoms); planning then stays within seconds.
 CORE_SEARCH_BUDGET = 20000

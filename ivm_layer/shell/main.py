@@ -25,7 +25,7 @@ def _connect(url: str | None, args) -> object:
         options["session"] = args.session
     if args.set_replica_identity:
         options["set_replica_identity"] = True
-    from connectors.pgconn import is_postgres_target
+    from ..io.postgres.conninfo import is_postgres_target
 
     if options and not is_postgres_target(url):
         raise ShellError(f"{', '.join('--' + k.replace('_', '-') for k in options)}: "

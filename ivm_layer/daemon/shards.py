@@ -1,0 +1,141 @@
+"""``--shards N`` on Spark: the writer of a sharded daemon and the merge of its shards' outputs
+(how changes are routed to shards: :mod:`.routing`).
+
+On Spark (:mod:`.shardsource`), the changes are routed where the source plans a batch, into
+one input partition per shard; the Python worker reading a partition applies it to the
+shard's engines, which it keeps in memory between batches (state logged per batch to the
+checkpoint directory, so any worker can take a shard over): no shuffle, no state store.
+:class:`ShardSinkWriter` merges the shards' outputs per view and writes the sinks.
+"""
+
+from __future__ import annotations
+
+import math
+import pickle
+
+from .routing import ViewRouter
+from .state import ViewDef
+
+
+def merge_changes(parts: list[list[tuple[tuple, int]]], disjoint: bool = False) -> list[tuple[tuple, int]]:
+    """One view's change from its shards' changes (each already consolidated; a row may come
+    from several shards when the view projects the columns that tell them apart, unless
+    ``disjoint``)."""
+    if len(parts) == 1:
+        return parts[0]
+    if disjoint:
+        return [x for part in parts for x in part]
+    d = dict(parts[0])
+    for part in parts[1:]:
+        for row, k in part:
+            n = d.get(row, 0) + k
+            if n:
+                d[row] = n
+            else:
+                del d[row]
+    return list(d.items())
+
+
+class ShardSinkWriter:
+    """``foreachBatch`` over the shards' output: consolidate per view, write the sinks."""
+
+    def __init__(self, sinks, status, view_names: list[str], disjoint: set[str] | None = None):
+        self.sinks, self.status, self.views = sinks, status, view_names
+        self.disjoint = disjoint or set()   # views whose shards' changes never share a row
+        self.spark = None   # the daemon's session (its streams hold the query's progress)
+
+    def __call__(self, df, batch_id: int) -> None:
+        import time
+
+        from ..io.postgres.snapshot import lsn_text
+
+        t0 = time.monotonic()
+        prev = previous_progress(self.spark or df.sparkSession)
+        frame = df.toArrow().to_pydict()
+        t_spark = time.monotonic()
+        parts: dict[str, list] = {v: [] for v in self.views}
+        rows_in, lsn, ts = 0, None, None
+        work, catchup = [0.0], [0.0]
+        for view, raw, delta, l_, t_, w_, c_ in zip(frame["view"], frame["changes"], frame["delta"], frame["lsn"],
+                                                    frame["ts"], frame["work"], frame["catchup"]):
+            if view is None:
+                rows_in += delta
+                work.append(w_ or 0.0)
+                catchup.append(c_ or 0.0)
+                if l_ is not None:
+                    lsn = l_ if lsn is None else max(lsn, l_)
+                if t_ is not None and not math.isnan(t_):
+                    ts = t_ if ts is None else max(ts, t_)
+            else:
+                parts[view].append(pickle.loads(raw))
+        changes = {v: merge_changes(p, v in self.disjoint) for v, p in parts.items() if p}
+        changes = {v: c for v, c in changes.items() if c}
+        t_merge = time.monotonic()
+        for s in self.sinks:
+            s.write(batch_id, changes)
+        n_out = sum(len(c) for c in changes.values())
+        t_end = time.monotonic()
+        secs = t_end - t0
+        # the Spark jobs (read, route, shards) run inside toArrow; then the merge, the sinks
+        split = {"spark": round(t_spark - t0, 3), "merge": round(t_merge - t_spark, 3),
+                 "sinks": round(t_end - t_merge, 3),
+                 # inside "spark": the longest shard task, the engines' catching up in all tasks
+                 "longest_task": round(max(work), 3), "catch_up": round(sum(catchup), 3)}
+        behind = round(max(0.0, time.time() - ts), 3) if ts else 0.0
+        import logging
+
+        logging.getLogger("ivm.daemon").warning(
+            "batch %d: %d routed rows in, %d view changes out, LSN %s, %.3f s behind, %.3f s, "
+            "%s changes/s (%s)", batch_id, rows_in, n_out, lsn_text(lsn) if lsn is not None else None,
+            behind, secs, round(rows_in / secs) if secs > 0 else None,
+            ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
+        if prev:
+            logging.getLogger("ivm.daemon").warning("batch %d: the previous batch in Spark: %s", batch_id, prev)
+        if self.status is not None:
+            self.status.batch(batch_id=batch_id, rows_in=rows_in, changes_out=n_out, lsn=lsn,
+                              lsn_text=lsn_text(lsn) if lsn is not None else None,
+                              seconds_behind=behind, seconds=secs, split=split,
+                              changes_per_s=round(rows_in / secs) if secs > 0 else None)
+
+
+def previous_progress(spark) -> str | None:
+    """The previous micro-batch's ``durationMs`` and state-operator timings (for the log)."""
+    try:
+        for q in spark.streams.active:
+            p = q.lastProgress
+            if p:
+                ops = [{k: o.get(k) for k in ("numRowsTotal", "commitTimeMs", "allUpdatesTimeMs",
+                                                "allRemovalsTimeMs") if k in o} for o in p.get("stateOperators", [])]
+                return f"durationMs {p.get('durationMs')} state {ops}"
+    except Exception:  # noqa: BLE001 - only diagnostics
+        return None
+    return None
+
+
+def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sinks, status):
+    """The streaming writer for ``--shards N``: ``reader`` (the ``ivm-cdc`` reader with its
+    options) read as ``ivm-cdc-shards`` (partitions = shards, engines in the Python workers,
+    :mod:`.shardsource`) → sinks."""
+    from .shardsource import register, shard_spec
+    from .sinks import view_layout
+    from .state import compile_defs
+
+    types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
+    # refuse what cannot be split before anything starts
+    disjoint = {d.name for d in defs if ViewRouter(d, types, cfg.shards).disjoint}
+    # the sinks' layouts come from the unrewritten views (same columns, same types)
+    views = compile_defs(defs, types)
+    layouts = {d.name: view_layout(views[d.name], pg_schema, d.types) for d in defs}
+    import os
+
+    fresh = not os.path.isdir(os.path.join(cfg.checkpoint, "spark", "commits")) or \
+        not os.listdir(os.path.join(cfg.checkpoint, "spark", "commits"))
+    for s in sinks:
+        s.prepare(layouts, fresh=fresh)
+    register(spark)
+    df = (reader.format("ivm-cdc-shards")
+          .option("shardSpec", shard_spec(defs, types, cfg.shards, cfg.checkpoint, cfg.snapshot_every))
+          .load())
+    writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint)
+    writer.spark = spark
+    return df.writeStream.foreachBatch(writer)

@@ -1,0 +1,109 @@
+"""Reading parameterized views (paper 004) through SQL: ``SELECT … FROM v WHERE acc = 7``.
+
+A parameterized view has inputs (``$acc``, ``$1``, ``?`` in its definition, or ``params=``)
+and no contents of its own: it is read for given inputs. In a session each input is written as
+an equality on the input's name in the ``WHERE`` clause of the query that reads the view
+(``WHERE acc = 7``, ``WHERE p1 = ?`` for positional inputs, ``WHERE since = TIMESTAMP '…'`` for
+a range input ``ts > $since``). :func:`plan_lookups` finds those conditions (only statements that
+mention a parameterized view are parsed), removes them, and replaces each occurrence of the
+view by a subquery over the rows ``view.lookup(**inputs)`` yields — an O(1) probe and
+constant-delay enumeration for CQAP0 views — so DuckDB evaluates the rest of the query as
+written. A read without every input is an error that names the missing ones.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import sqlglot
+from sqlglot import exp
+from sqlglot.errors import SqlglotError
+
+from ..errors import IVMError, SQLError
+from ..io.duckdb.capture import quote
+
+
+@dataclass
+class Lookup:
+    """One occurrence of a parameterized view in a statement: register ``rows`` as ``name``."""
+
+    view: str
+    name: str
+    inputs: dict
+
+
+def _conjuncts(node):
+    while isinstance(node, exp.Paren):
+        node = node.this
+    if isinstance(node, exp.And):
+        return _conjuncts(node.this) + _conjuncts(node.expression)
+    return [node]
+
+
+def _input_of(cond, alias: str, params: list[str]):
+    """``(input name, value expression)`` when ``cond`` is ``input = value`` for this view."""
+    if not isinstance(cond, exp.EQ):
+        return None
+    for col, val in ((cond.this, cond.expression), (cond.expression, cond.this)):
+        if isinstance(col, exp.Column) and col.name.lower() in params and \
+                (not col.table or col.table.lower() == alias) and not list(val.find_all(exp.Column)):
+            return col.name.lower(), val
+    return None
+
+
+def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], list[exp.Expression]]:
+    """Rewrite ``text`` for the parameterized views it reads. ``views``: name → state with
+    ``view.params``, ``columns`` and ``types``. Returns the rewritten SQL, the lookups to
+    register, and the input value expressions in the order they are written (evaluated by the
+    caller, with the statement's parameters, in that order)."""
+    try:
+        tree = sqlglot.parse_one(text, read="duckdb")
+    except (SqlglotError, RecursionError) as e:
+        raise SQLError(f"cannot read this query of a parameterized view: {e}") from None
+    rank = {id(node): i for i, node in enumerate(tree.dfs())}  # textual order of the inputs
+    lookups: list[Lookup] = []
+    values: list[exp.Expression] = []
+    for i, table in enumerate(list(tree.find_all(exp.Table))):
+        name = table.name.lower()
+        vs = views.get(name)
+        if vs is None or table.args.get("db") and table.args["db"].name.lower() not in ("main", "temp"):
+            continue
+        wanted = list(vs.view.params)
+        alias = table.alias_or_name.lower()
+        select = table.find_ancestor(exp.Select)
+        where = select.args.get("where") if select is not None else None
+        found: dict[str, exp.Expression] = {}
+        kept = []
+        for cond in _conjuncts(where.this) if where is not None else []:
+            hit = _input_of(cond, alias, wanted)
+            if hit is not None and hit[0] not in found:
+                found[hit[0]] = hit[1]
+            else:
+                kept.append(cond)
+        missing = [p for p in wanted if p not in found]
+        if missing:
+            raise IVMError(f"incremental view {name!r} is parameterized: give its input(s) "
+                           f"{', '.join(missing)} in the WHERE clause of the query that reads it, "
+                           f"e.g. SELECT … FROM {name} WHERE {missing[0]} = …")
+        if where is not None:
+            if kept:
+                out = kept[0]
+                for c in kept[1:]:
+                    out = exp.and_(out, c)
+                where.set("this", out)
+            else:
+                select.set("where", None)
+        reg = f"_ivm_lookup_{name}_{i}"
+        cols = ", ".join(f"{quote(c)}::{t} AS {quote(c)}" for c, t in zip(vs.columns, vs.types))
+        sub = sqlglot.parse_one(f"(SELECT {cols} FROM {quote(reg)}) AS {quote(alias)}", read="duckdb")
+        table.replace(sub)
+        ordered = sorted(wanted, key=lambda p: rank[id(found[p])])
+        lookups.append(Lookup(name, reg, {p: len(values) + j for j, p in enumerate(ordered)}))
+        values.extend(found[p] for p in ordered)
+    if params is not None:
+        marks = [n for n in tree.find_all(exp.Placeholder)]
+        inside = {id(n) for v in values for n in v.find_all(exp.Placeholder)}
+        if any(id(m) not in inside for m in marks):
+            raise IVMError("with a parameterized view, statement parameters may only give its inputs "
+                           "(WHERE acc = ?); write the other values into the query")
+    return tree.sql(dialect="duckdb"), lookups, values

@@ -1,0 +1,85 @@
+"""Compiling a PostgreSQL session's view definition: the columns it reads of each table
+(only those are copied and streamed), the engine view, and PostgreSQL's output types."""
+
+from __future__ import annotations
+
+import sqlglot
+from sqlglot import exp
+
+from ...compile import compile_view
+from ...errors import IVMError, SQLError
+from ...io.postgres import conninfo as pgconn
+from ...io.postgres import replication as pgc
+from ...maintain.checkpoint import CheckpointStore
+from ...sql.statements import CreateIncrementalView
+from ..core import dedupe_names
+from .served import ServedTable
+from .state import UNIT_COLUMN, PgContext, PgView, slot_name
+
+
+def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tuple[str, int, str]]]:
+    tree = sqlglot.parse_one(st.select_sql, read=ctx.dialect)
+    # SELECT * / t.* read every column; COUNT(*) reads none
+    star = any(not isinstance(s.parent, exp.Count) for s in tree.find_all(exp.Star))
+    # every identifier (columns, JOIN … USING names, and harmlessly table names/aliases):
+    # a superset of the columns the view reads
+    names = {i.name.lower() for i in tree.find_all(exp.Identifier)}
+    used: dict[str, list[tuple[str, int, str]]] = {}
+    for t in st.tables:
+        if t in ctx.views:
+            raise SQLError(f"incremental view {st.name!r} reads incremental view {t!r}: "
+                           "views over views are not supported yet")
+        cols = pgc.table_columns(ctx.ctl, t)
+        if cols is None:
+            raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
+                           "(source tables must be in the public schema)")
+        used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
+    if not used:
+        raise SQLError(f"incremental view {st.name!r} reads no table")
+    return used
+
+
+def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
+    """The engine view of a definition, with its static tables (``WITH (static = …)``)."""
+    static = tuple(getattr(st, "static", ()) or ())
+    if static:
+        return compile_view(st.select_sql, schema, dialect=dialect, static=static)
+    return compile_view(st.select_sql, schema, dialect=dialect)
+
+
+def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None = None) -> PgView:
+    """The engine view, output columns/types, slot and checkpoint store of a definition."""
+    ctl = ctx.ctl
+    used = used_columns(ctx, st)
+    # a table read for its row count only (COUNT(*)) has no used column: the engine sees
+    # one constant column, so that no ALTER TABLE of it can stop the view
+    schema = {t: {c: typ for c, _, typ in cols} or {UNIT_COLUMN: "integer"} for t, cols in used.items()}
+    view = compile_engine_view(st, schema, ctx.dialect)
+    if getattr(view, "params", None):
+        raise SQLError(f"incremental view {st.name!r} has inputs ({', '.join(view.params)}): parameterized "
+                       "views are read through DuckDB sessions and compile_view(...).lookup() for now")
+    try:
+        cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
+    except pgconn.driver_error() as e:
+        if pgconn.is_permission_error(e):
+            raise IVMError(f"incremental view {st.name!r}: permission denied reading its tables "
+                           f"({str(e).strip()}); GRANT SELECT on them to this role") from None
+        raise SQLError(f"incremental view {st.name!r}: {str(e).strip()}") from None
+    columns = dedupe_names([d.name for d in cur.description])
+    types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
+             for d in cur.description]
+    if st.columns:
+        if len(st.columns) != len(types):
+            raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
+        columns = list(st.columns)
+    if len(types) != len(view.columns):
+        raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
+    slot = slot or slot_name(ctx.db, ctx.session, st.name)
+    vs = PgView(st, view, list(used), used, columns, types, slot)
+    vs.schema = schema
+    vs.store = CheckpointStore(ctx.state_dir, slot)
+    if not st.materialized:
+        vs.served = ServedTable(st.name, columns, types)
+    vs.oids = {t: ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]
+               for t in used}
+    return vs

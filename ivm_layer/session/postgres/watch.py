@@ -1,0 +1,106 @@
+"""Watching a PostgreSQL session's views from outside their streams: WAL retained by their
+slots (a warning), source tables dropped, replaced or unpublished behind the session's back
+(the view is stopped), and the replication state EXPLAIN prints.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import datetime as _dt
+import time
+import warnings
+
+from ...io.postgres import replication as pgc
+from ...io.postgres.pgoutput import lsn_str
+from .apply import StreamApplier
+from .state import LagWarning, PgContext, PgView, SourceChangedError
+
+
+class ViewWatch:
+    """Lag warnings (at most every 10 s) and source checks over the session's views; a view
+    whose source changed is stopped through the applier."""
+
+    def __init__(self, ctx: PgContext, applier: StreamApplier):
+        self.ctx = ctx
+        self.applier = applier
+        self.last_lag_check = 0.0
+
+    def check_lag(self) -> None:
+        now = time.monotonic()
+        if now - self.last_lag_check < 10.0 or not self.ctx.views:
+            return
+        self.last_lag_check = now
+        self.check_sources()
+        for vs in self.ctx.views.values():
+            lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
+            if lag is not None and lag.retained_bytes > self.ctx.lag_warning_bytes:
+                warnings.warn(f"replication slot {vs.slot} of view {vs.name!r} retains "
+                              f"{lag.retained_bytes / 2**20:,.0f} MiB of WAL: the view is falling "
+                              "behind (call poll()/sync() more often, or DROP VIEW it)", LagWarning,
+                              stacklevel=3)
+
+    def check_sources(self) -> None:
+        """Stop views whose source table was dropped or replaced (the stream says nothing
+        about a dropped table: it just leaves the publication)."""
+        live = [vs for vs in self.ctx.views.values() if vs.error is None]
+        names = sorted({t for vs in live for t in vs.oids})
+        if not names:
+            return
+        rows = self.ctx.ctl.execute("SELECT n, to_regclass(quote_ident(n))::oid::int "
+                                    "FROM unnest(%s::text[]) AS n", [names]).fetchall()
+        now = dict(rows)
+        published: dict[str, set[str]] = {}
+        for pub, table in self.ctx.ctl.execute(
+                "SELECT pubname, tablename FROM pg_publication_tables WHERE schemaname = 'public' "
+                "AND pubname = ANY(%s)", [[vs.slot for vs in live]]).fetchall():
+            published.setdefault(pub, set()).add(table)
+        for vs in live:
+            for t, oid in vs.oids.items():
+                if now.get(t) != oid:
+                    self.applier.stop(vs, SourceChangedError(
+                        f"source table {t!r} of view {vs.name!r} was dropped or replaced; "
+                        "drop and re-create the view"))
+                    break
+                if t not in published.get(vs.slot, ()):
+                    self.applier.stop(vs, SourceChangedError(
+                        f"publication {vs.slot} of view {vs.name!r} no longer publishes table {t!r} "
+                        "(ALTER PUBLICATION or DROP PUBLICATION behind the session's back): its changes "
+                        "would be missed; drop and re-create the view"))
+                    break
+
+
+
+def describe(ctx: PgContext, vs: PgView) -> str:
+    """The view's plan plus its replication state (slot, positions, lag, reconnects, stop)."""
+    lag = pgc.slot_lag(ctx.ctl, vs.slot)
+    lag_b, lag_s = view_lag(vs, lag)
+    lines = [vs.view.explain(), "", f"replication slot {vs.slot}"
+             + (f" (active: {lag.active}, WAL retained: {lag.retained_bytes:,} bytes, "
+                f"acknowledged {lsn_str(lag.confirmed_flush_lsn)})" if lag else " (missing!)"),
+             f"applied through {lsn_str(vs.applied_lsn)}; checkpoint {lsn_str(vs.checkpoint_lsn)}"
+             + (f"; table {lsn_str(vs.table_lsn)}" if vs.materialized else ""),
+             f"lag: {lag_b:,} bytes, {lag_s:.3f} s"]
+    if vs.reader is not None and vs.reader.reconnects:
+        lines.append(f"reconnected {vs.reader.reconnects} time(s)")
+    if vs.error is not None:
+        lines.append(f"STOPPED: {vs.error}")
+    return "\n".join(lines)
+
+def view_lag(vs: PgView, slot: pgc.SlotLag | None) -> tuple[int, float]:
+    """(bytes, seconds) behind. Bytes: the server's WAL position minus ours, where ours is
+    the last applied transaction or, with nothing queued, how far the walsender has
+    decoded (WAL of other tables counts as consumed). Seconds: the age of the oldest
+    received but unapplied transaction."""
+    if slot is None:
+        return 0, 0.0
+    q = vs.reader.out if vs.reader else None
+    pos = vs.applied_lsn
+    if q is not None and q.empty() and vs.reader is not None:
+        pos = max(pos, vs.reader.received_lsn, slot.sent_lsn or 0)
+    lag_b = max(0, slot.current_lsn - pos)
+    lag_s = 0.0
+    if q is not None and not q.empty():
+        with contextlib.suppress(IndexError, AttributeError):
+            first = q.queue[0]
+            lag_s = max(0.0, (_dt.datetime.now(_dt.UTC) - first.commit_time).total_seconds())
+    return lag_b, lag_s

@@ -1,0 +1,242 @@
+"""Scale-out: the daemon with ``--shards N`` (source partitions = shards, engines cached in the
+Python workers, per-shard log and snapshots in the checkpoint) on ``local[2]`` (also after
+``kill -9``) and on a Spark standalone master with two one-core workers started on
+127.0.0.1; the union of the shards' outputs equals PostgreSQL evaluating the SELECT — the
+same result one shard gives (test_pipeline_daemon.py). Without Spark: the shard engines stay
+exact when batches move between workers, are read twice, or a worker is lost."""
+
+from __future__ import annotations
+
+import datetime
+import os
+import pickle
+import random
+import time
+from collections import Counter
+
+import pyarrow.parquet as pq
+import pytest
+
+from ivm_layer.bench.daemon_workload import (
+    SELECT,
+    VIEWS,
+    Daemon,
+    Writers,
+    create_tables,
+    expected,
+    materialized,
+    valid_changes,
+)
+
+
+def _caught_up_and_equal(d, writers, pg_url: str, tmp_path) -> None:
+    """Stop the writers, wait until the daemon applied their last commit, and check both sinks
+    (the source table and the Parquet deltas) against PostgreSQL's SELECT."""
+    d.wait_lsn(writers.stop(), timeout=300)
+    want = expected(pg_url)
+    assert sum(want.values()) > 0
+    assert materialized(pg_url) == want
+    assert _parquet_view(tmp_path / "pq" / "v3") == want
+
+
+def _parquet_view(directory) -> Counter:
+    total: Counter = Counter()
+    for f in sorted(directory.glob("batch-*.parquet")):
+        for rec in pq.read_table(f).to_pylist():
+            total[(rec["a"], rec["k"], rec["x"], rec["y"], rec["tag"])] += rec["ivm_delta"]
+    assert not -total, "negative multiplicities in the parquet deltas"
+    return +total
+
+
+def _run_sharded(pg_url, tmp_path, master: str) -> None:
+    create_tables(pg_url, seed=3)
+    views = tmp_path / "views.sql"
+    views.write_text(VIEWS)
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", master, "--shards", "4",
+            "--trigger", "1s", "--max-changes-per-batch", "200",
+            "--sink", "source", "--sink", f"parquet:{tmp_path / 'pq'}"]
+    d = Daemon(args, str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")).start()
+    writers = None
+    try:
+        d.wait(lambda s: s.get("batches", 0) >= 1, 300, "the snapshot batch")
+        writers = Writers(pg_url, seed=11).start()
+        time.sleep(8)
+        _caught_up_and_equal(d, writers, pg_url, tmp_path)
+        assert sum(writers.counts.values()) > 20
+        assert d.terminate() == 0
+    finally:
+        if writers is not None:
+            writers.stop_event.set()
+        if d.proc.poll() is None:
+            d.kill9()
+
+
+@pytest.mark.spark
+def test_four_shards_on_local2(pg_url, tmp_path):
+    _run_sharded(pg_url, tmp_path, "local[2]")
+
+
+@pytest.fixture
+def standalone_cluster():
+    """A Spark standalone master and two one-core workers on 127.0.0.1 (the benchmark's)."""
+    from ivm_layer.bench.standalone_cluster import standalone_cluster as cluster
+
+    with cluster(workers=2) as url:
+        yield url
+
+
+@pytest.mark.spark
+def test_four_shards_on_standalone_cluster(pg_url, tmp_path, standalone_cluster):
+    _run_sharded(pg_url, tmp_path, standalone_cluster)
+
+
+TYPES = {"r": {"a": "integer", "k": "integer"}, "s": {"k": "integer", "x": "integer"},
+         "t": {"y": "integer", "tag": "text"}}
+
+
+def _row(rnd: random.Random, table: str) -> tuple:
+    if table == "r":
+        return (rnd.randint(0, 6), rnd.choice([None, 0, 1, 2, 3]))
+    if table == "s":
+        return (rnd.choice([None, 0, 1, 2, 3]), rnd.randint(0, 40))
+    return (rnd.randint(0, 40), rnd.choice(["a", "b", "skip", None]))
+
+
+@pytest.mark.parametrize(("select", "shards"), [(SELECT, 2), (SELECT, 3), ("SELECT r.a, r.k, s.x FROM r JOIN s ON r.k = s.k", 2),
+                                              ("SELECT s.x, t.y FROM r JOIN s ON r.k = s.k JOIN t ON s.x < t.y", 4)])
+def test_shard_engines_survive_worker_moves_rereads_and_loss(tmp_path, select, shards):
+    """The read path of ``ivm-cdc-shards`` without Spark: each partition read on a random one
+    of two simulated Python workers (module cache swapped), sometimes read twice, sometimes
+    with every worker lost (engines rebuilt from the snapshots and logs, with snapshots
+    every 2 batches so that pruning is exercised); the union of the outputs is the view."""
+    from ivm_layer.daemon import shardsource
+    from ivm_layer.daemon.state import EngineState, ViewDef, batch_changes
+    from ivm_layer.io.postgres.pgoutput import Transaction
+
+    d = ViewDef("v3", select, True, ["r", "s", "t"] if " t " in select else ["r", "s"])
+    spec = shardsource.shard_spec([d], TYPES, shards, str(tmp_path), snapshot_every=2)
+    reader = shardsource.ShardedCdcStreamReader({"url": "postgresql://unused", "slot": "s", "publication": "p",
+                                                 "tables": ",".join(d.tables), "shardSpec": spec})
+    saved = shardsource._CACHE
+    workers: list[dict] = [{}, {}]
+    try:
+        shardsource._CACHE = workers[0]
+        for k in range(shards):   # the initial snapshot of empty tables, at LSN 100
+            shardsource.shard_engine(reader.spec, 0, k, reader.routers()[0]).load_snapshot(100, {})
+        single = EngineState([d], TYPES)
+        rnd = random.Random(shards)
+        union: Counter = Counter()
+        lsn, now = 100, datetime.datetime.now(datetime.UTC)
+        stream = list(valid_changes(rnd, 60, "".join(d.tables), _row, 6))
+        while stream:
+            txns = []
+            for _ in range(rnd.randint(1, 3)):
+                if not stream:
+                    break
+                lsn += 10
+                t = Transaction(xid=lsn, final_lsn=lsn, commit_lsn=lsn, end_lsn=lsn, commit_time=now)
+                for i, (tb, row, k) in enumerate(stream.pop(0)):
+                    t.changes.setdefault(tb, []).append((row, k))
+                    single.apply(batch_changes([(lsn, i, tb, k, row)], single.base))
+                txns.append(t)
+            start, end = txns[0].end_lsn - 10, txns[-1].end_lsn
+            if rnd.random() < 0.15:
+                workers = [{}, {}]    # every worker lost (a restarted daemon): rebuilt from the files
+            union_batch: Counter = Counter()
+            for part in reader.route(start, end, txns):
+                reads = []
+                for _ in range(2 if rnd.random() < 0.3 else 1):   # a partition read again: same output
+                    shardsource._CACHE = rnd.choice(workers)
+                    got: Counter = Counter()
+                    for batch in reader.read(part):
+                        for view, raw in zip(batch.column("view").to_pylist(), batch.column("changes").to_pylist()):
+                            if view is not None:
+                                for row, n in pickle.loads(raw):
+                                    got[row] += n
+                    reads.append(got)
+                assert all(r == reads[0] for r in reads)
+                if reader.routers()[0].disjoint:   # no row in two shards' changes
+                    assert not set(reads[0]) & set(union_batch)
+                union_batch.update(reads[0])
+            union.update(union_batch)
+            union = Counter({r: n for r, n in union.items() if n})
+            assert union == Counter(dict(single.views["v3"].rows())), f"after LSN {end}"
+        for k in range(shards):   # pruned: at most two snapshots, logs only after the older one
+            names = os.listdir(tmp_path / "shards" / "v3" / str(k))
+            snaps = sorted(n for n in names if n.startswith("snap-"))
+            assert 1 <= len(snaps) <= 2
+            assert all(n > snaps[0].replace("snap-", "log-") for n in names if n.startswith("log-"))
+    finally:
+        shardsource._CACHE = saved
+
+
+@pytest.mark.spark
+def test_two_shards_kill9_restart_is_exact(pg_url, tmp_path):
+    """``kill -9`` of a two-shard daemon mid-stream (snapshots every 3 batches), then a
+    restart on the same checkpoint: the engines are rebuilt from the shard files, the sinks
+    hold every change exactly once."""
+    create_tables(pg_url, seed=5)
+    views = tmp_path / "views.sql"
+    views.write_text(VIEWS)
+    toml = tmp_path / "daemon.toml"
+    toml.write_text("[daemon]\nsnapshot_every = 3\n")
+    args = ["--config", str(toml), "--source", pg_url, "--views", str(views), "--set-replica-identity",
+            "--master", "local[2]", "--shards", "2", "--trigger", "1s", "--max-changes-per-batch", "50",
+            "--sink", "source", "--sink", f"parquet:{tmp_path / 'pq'}"]
+    ckpt, log = str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")
+    d = Daemon(args, ckpt, log).start()
+    d2 = writers = None
+    try:
+        d.wait(lambda s: s.get("batches", 0) >= 1, 300, "the snapshot batch")
+        writers = Writers(pg_url, seed=13).start()
+        d.wait(lambda s: s.get("batches", 0) >= 6, 300, "a few change batches")
+        d.kill9()
+        time.sleep(2)
+        d2 = Daemon(args, ckpt, log).start()
+        d2.wait(lambda s: s.get("batches", 0) >= 1, 300, "the first batch after the restart")
+        time.sleep(3)
+        _caught_up_and_equal(d2, writers, pg_url, tmp_path)
+        shard_files = [n for k in "01" for n in os.listdir(os.path.join(ckpt, "shards", "v3", k))]
+        assert sum(n.startswith("snap-") for n in shard_files) >= 3   # snapshots were taken (and pruned)
+        assert d2.terminate() == 0
+    finally:
+        if writers is not None:
+            writers.stop_event.set()
+        for p in (d, d2):
+            if p is not None and p.proc.poll() is None:
+                p.kill9()
+
+
+def test_tasks_claim_the_shard_their_worker_holds(tmp_path):
+    """Spark runs a batch's tasks on whichever workers are free: task 0 on the worker holding
+    shard 1 claims shard 1 (no catching up), task 1 then gets shard 0; a retried task gets the
+    shard its first attempt claimed."""
+    from ivm_layer.daemon import shardsource
+    from ivm_layer.daemon.state import ViewDef
+    from ivm_layer.io.postgres.pgoutput import Transaction
+
+    d = ViewDef("v", "SELECT r.a, r.k, s.x FROM r JOIN s ON r.k = s.k", True, ["r", "s"])
+    spec = shardsource.shard_spec([d], TYPES, 2, str(tmp_path), snapshot_every=100)
+    reader = shardsource.ShardedCdcStreamReader({"url": "postgresql://unused", "slot": "s", "publication": "p",
+                                                 "tables": "r,s", "shardSpec": spec})
+    router = reader.routers()[0]
+    now = datetime.datetime.now(datetime.UTC)
+    saved = shardsource._CACHE
+    workers: list[dict] = [{}, {}]
+    try:
+        for k in range(2):   # worker k holds shard k at LSN 100
+            shardsource._CACHE = workers[k]
+            shardsource.shard_engine(reader.spec, 0, k, router).load_snapshot(100, {})
+        t = Transaction(xid=1, final_lsn=110, commit_lsn=110, end_lsn=110, commit_time=now)
+        t.changes["r"] = [((i, i), 1) for i in range(40)]   # rows for both shards
+        tasks = reader.route(100, 110, [t])
+        assert [p.index for p in tasks] == [0, 1]
+        claimed = []
+        for p, w in zip(tasks, (1, 0)):   # task 0 on worker 1, task 1 on worker 0
+            shardsource._CACHE = workers[w]
+            claimed.append(shardsource.claim_shard(p, reader.spec))
+        assert claimed == [1, 0]
+        shardsource._CACHE = workers[0]   # a retry of task 0, elsewhere: its first claim
+        assert shardsource.claim_shard(tasks[0], reader.spec) == 1
+    finally:
+        shardsource._CACHE = saved
