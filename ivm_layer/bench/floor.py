@@ -137,6 +137,9 @@ def load_engine(path: str, name: str = "ivm_baseline") -> Any:
     pkg = os.path.join(os.path.abspath(path), "ivm_layer")
     if not os.path.isfile(os.path.join(pkg, "__init__.py")):
         raise SystemExit(f"--baseline {path}: no ivm_layer package there")
+    root = os.path.dirname(pkg)
+    if os.path.isdir(os.path.join(root, "connectors")) and root not in sys.path:
+        sys.path.append(root)  # a checkout from before the one-package layout: its connectors/
     spec = importlib.util.spec_from_file_location(name, os.path.join(pkg, "__init__.py"),
                                                   submodule_search_locations=[pkg])
     mod = importlib.util.module_from_spec(spec)

@@ -173,6 +173,9 @@ def apply_index(idx: Any, delta: dict) -> None:
             if len(kcs) == 1:
                 groups[k] = HashGroup.of(kcs[0], kds[0]) if sp is None else OrderedGroup.of(sp, kcs[0], kds[0])
                 continue
+            if sp is None and distinct and ones:
+                groups[k] = HashGroup.from_ones(kcs)
+                continue
             items = dict.fromkeys(kcs, 1) if distinct and ones else _items(kcs, kds, distinct)
             g = HashGroup.from_items(items) if sp is None else OrderedGroup.from_items(sp, items)
             if g.total or len(g):

@@ -30,25 +30,24 @@ from typing import Any, Iterable, Iterator
 _LOAD = 256
 
 
-class HashGroup:
-    """Tuples sharing one hash key: ``items`` maps tuple -> multiplicity; ``total`` is their sum."""
+class HashGroup(dict):
+    """Tuples sharing one hash key: the group *is* the dict tuple -> multiplicity (one object
+    per group, not a wrapper around a dict); ``total`` is their sum."""
 
-    __slots__ = ("items", "total", "nonunit")
+    __slots__ = ("total", "nonunit")
 
     def __init__(self) -> None:
-        self.items: dict[tuple, int] = {}
         self.total = 0
         self.nonunit = 0  # tuples whose multiplicity is not 1 (batch enumeration: 0 = all ones)
 
     def add(self, t: tuple, d: int) -> Any:
         """Add ``d`` to the multiplicity of ``t``; returns the group's new total."""
-        items = self.items
-        before = items.get(t, 0)
+        before = self.get(t, 0)
         v = before + d
         if v:
-            items[t] = v
+            self[t] = v
         else:
-            del items[t]
+            del self[t]
         if before != 1 and before != 0:
             self.nonunit -= 1
         if v != 1 and v != 0:
@@ -56,17 +55,22 @@ class HashGroup:
         total = self.total = self.total + d
         return total
 
-    def __len__(self) -> int:
-        return len(self.items)
-
     @classmethod
-    def from_items(cls, items: dict) -> "HashGroup":
-        """A group holding ``items`` ({tuple: multiplicity}, no zeros; the dict is kept)."""
+    def from_items(cls, items: Any) -> "HashGroup":
+        """A group holding ``items`` ({tuple: multiplicity}, no zeros)."""
         g = cls.__new__(cls)
-        g.items = items
-        vals = list(items.values())
+        dict.update(g, items)
+        vals = list(g.values())
         g.total = sum(vals)
         g.nonunit = len(vals) - vals.count(1)
+        return g
+
+    @classmethod
+    def from_ones(cls, tuples: Any) -> "HashGroup":
+        """A group holding each of ``tuples`` (distinct) once."""
+        g = cls.fromkeys(tuples, 1)
+        g.total = len(g)
+        g.nonunit = 0
         return g
 
     @classmethod
@@ -74,10 +78,21 @@ class HashGroup:
         """A group holding ``t`` with multiplicity ``d`` (one call where ``HashGroup()`` and
         ``add`` are two)."""
         g = cls.__new__(cls)
-        g.items = {t: d}
+        g[t] = d
         g.total = d
         g.nonunit = 0 if d == 1 else 1
         return g
+
+    def __reduce__(self):
+        return (_hash_group, (dict(self), self.total, self.nonunit))
+
+
+def _hash_group(items: dict, total: Any, nonunit: int) -> HashGroup:
+    g = HashGroup.__new__(HashGroup)
+    dict.update(g, items)
+    g.total = total
+    g.nonunit = nonunit
+    return g
 
 
 class OrderedGroup:

@@ -26,6 +26,7 @@ from ..planner import Plan
 from ..planner.gjt import Node
 from .chain import find_chain
 from .enumgen import gen_enum
+from .groups import HashGroup
 from .index import Index
 from .keyedchain import find_keyed_chain
 from .pairaxis import CHUNK as PAIR_CHUNK
@@ -392,7 +393,7 @@ class TRep:
                 continue
             proj = projector(r.own, r.pos) if idx.content is None else (lambda t: t)
             for g in idx.groups.values():
-                items = g.items.items() if hasattr(g, "items") else (
+                items = g.items() if type(g) is HashGroup else (
                     kv for b in g.buckets.values() for kv in b.items())
                 for t, m in items:
                     u = proj(t)
@@ -447,7 +448,7 @@ def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
             if g is None:
                 continue
             if resid is not None:
-                it = g.irange(*bounds(t)) if bounds is not None else g.items.items()
+                it = g.irange(*bounds(t)) if bounds is not None else g.items()
                 s = 0
                 for u, m in it:
                     if resid(u, t):
@@ -509,7 +510,7 @@ def _make_nonguard_up(idx: Index, key, bounds, resid):
             g = groups.get(key(t))
             if g is None:
                 continue
-            it = g.irange(*bounds(t)) if bounds is not None else g.items.items()
+            it = g.irange(*bounds(t)) if bounds is not None else g.items()
             if resid is None:
                 for u, m in it:
                     out[u] = get(u, 0) + d * m

@@ -165,7 +165,7 @@ class _Gen:
     def range_items(self, g: str, on: list, pos: dict[str, int], tv: str, ind: int) -> str:
         """Source iterating ``(tuple, multiplicity)`` of ``g`` inside the range of ``on``."""
         if not on:
-            return f"{g}.items.items()"
+            return f"{g}.items()"
         src = bound_source(on, pos, tv, self.const)
         # the buckets of the range at C speed (no generator frame per tuple)
         if src is None:

@@ -98,7 +98,7 @@ def test_groups_built_with_of_equal_built_with_add():
     for d in (1, 3):
         a, b = HashGroup.of((1, 2), d), HashGroup()
         b.add((1, 2), d)
-        assert (a.items, a.total, a.nonunit) == (b.items, b.total, b.nonunit)
+        assert (dict(a), a.total, a.nonunit) == (dict(b), b.total, b.nonunit)
         a, b = OrderedGroup.of(0, (5, 2), d), OrderedGroup(0)
         b.add((5, 2), d)
         for g in (a, b):
@@ -125,7 +125,7 @@ def test_groups_built_from_items_equal_groups_built_by_add(load, monkeypatch):
         for t, d in items.items():
             b.add(t, d)
             hb.add(t, d)
-        assert (h.items, h.total, h.nonunit) == (hb.items, hb.total, hb.nonunit)
+        assert (dict(h), h.total, h.nonunit) == (dict(hb), hb.total, hb.nonunit)
         assert a.buckets == b.buckets and a.total == b.total and a.nonunit == b.nonunit
         for x in range(-1, 43):
             assert (a.below(x), a.upto(x), a.above(x), a.atleast(x)) == (b.below(x), b.upto(x), b.above(x), b.atleast(x))
