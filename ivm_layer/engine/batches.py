@@ -9,7 +9,7 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import IVMError, UpdateError
-from .bulk import BULK_MIN, read_rows
+from .bulk import COLUMNS_MIN, read_rows
 from .bulk import leaf_delta as bulk_leaf_delta
 from .leaves import bad_row
 from .values import canonical_row
@@ -40,7 +40,7 @@ def read_batch(batch: Mapping, arity_of: Mapping[str, int],
         except Exception as e:  # noqa: BLE001 - any failure of a caller's iterable
             raise UpdateError(f"reading the changes of table {table!r} failed ({type(e).__name__}: {e}); "
                               "no change was applied") from None
-        if len(items) >= BULK_MIN and name not in merged:
+        if len(items) >= COLUMNS_MIN and name not in merged:
             bulk = read_rows(items, arity)  # a large insert batch: checked column by column
             if bulk is not None:
                 merged[name] = bulk
@@ -108,7 +108,7 @@ def leaf_deltas(extractors: Iterable, weights: Mapping[int, Callable[[tuple], An
     per_atom = []
     for ex in extractors:
         weight = weights.get(ex.atom) if weights else None
-        if weight is None and len(changes) >= BULK_MIN and min(changes.values()) > 0:
+        if weight is None and len(changes) >= COLUMNS_MIN and min(changes.values()) > 0:
             delta = bulk_leaf_delta(ex, changes, pending)  # a large insert batch, column by column
             if delta is not None:
                 if delta:

@@ -2,8 +2,8 @@
 over the whole batch instead of row by row (the initial load, ``INSERT … SELECT``, ``COPY``, a
 snapshot, recovery).
 
-A table's share of a batch takes these paths when it has :data:`BULK_MIN` rows or more and
-only positive multiplicities:
+A table's share of a batch with only positive multiplicities is read and extracted per column
+from :data:`COLUMNS_MIN` rows, and built into the indexes in bulk from :data:`BULK_MIN`:
 
 * reading (:func:`read_rows`): the ``(row, k)`` pairs transposed once; types, lengths and
   multiplicities checked per column (``set(map(type, …))``); NaNs found per float column
@@ -35,7 +35,8 @@ from .groups import HashGroup, OrderedGroup
 from .predicates import key_fn
 from .values import canonical_row
 
-BULK_MIN = 2048  # rows of one table in one batch from which the bulk paths are taken
+BULK_MIN = 2048  # delta tuples of one leaf from which the indexes are built in bulk
+COLUMNS_MIN = 32  # rows of one table in one batch from which it is read and extracted per column
 
 
 def read_rows(items: list, arity: int) -> dict | None:

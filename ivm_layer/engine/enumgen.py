@@ -138,8 +138,8 @@ def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, di
         lines.append(f"{ind}    mp = {mp}")
         lines.append(f"{ind}    for tk, mk in zip(ks, {vs}):")
         lines.append(f"{ind}        buf.append(({row_src}, mp * mk))")
-        lines.append(f"{ind}    if len(buf) >= size:")
-        emit_flush(ind + "        ")
+        lines.append(f"{ind}        if len(buf) >= size:")
+        emit_flush(ind + "            ")
         lines.append(f"{ind}else:")
         ind += "    "
         rows = "ks"
