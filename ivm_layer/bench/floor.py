@@ -225,12 +225,14 @@ def main(argv: list[str] | None = None) -> int:
     recs = []
     print(f"{'workload':<15} {'n':>7} {'floor':>8} {'engine':>8} {'baseline':>9}  engine/floor  speed-up  "
           "(CPU µs per update, medians)")
+    def cell(m: dict, s: str) -> str:
+        return f"{m[s]:8.2f}" if s in m else f"{'–':>8}"
+
     for name in a.workloads:
         rec = measure(name, a.n, a.rounds, baseline)
         recs.append(rec)
         m = rec["us_per_update"]
-        cell = lambda s: f"{m[s]:8.2f}" if s in m else f"{'–':>8}"  # noqa: E731
-        print(f"{name:<15} {rec['n']:>7,} {cell('floor')} {cell('engine')} {cell('baseline'):>9}  "
+        print(f"{name:<15} {rec['n']:>7,} {cell(m, 'floor')} {cell(m, 'engine')} {cell(m, 'baseline'):>9}  "
               f"{rec.get('engine_over_floor', '–')!s:>12}  {rec.get('speedup_vs_baseline', '–')!s:>8}"
               + ("" if rec["agree"] else f"  COUNTS DISAGREE {rec['counts']}"), flush=True)
     load1 = os.getloadavg()[0]

@@ -79,7 +79,7 @@ def _canonical(rows: tuple, arity: int, types: set) -> Any:
             if ctypes <= {float, int, bool}:
                 flags = list(map(math.isnan, col))
             else:
-                flags = [type(x) is float and x != x for x in col]
+                flags = [type(x) is float and math.isnan(x) for x in col]
             if any(flags):
                 nan = flags if nan is None else list(map(max, nan, flags))
         if nan is None:

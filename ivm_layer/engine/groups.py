@@ -15,8 +15,10 @@ operation                              cost (n = distinct sort values in the gro
 =====================================  ==============================================
 
 Sort values are kept in sorted chunks (like ``sortedcontainers.SortedList``) with a parallel
-list of weights per chunk; a Fenwick tree over the chunk totals gives prefix sums across
-chunks. Multiplicities in a T-reduct of a positive database are positive, so a value whose
+list of weights per chunk; prefix sums across chunks come from one C-level sum of the chunk
+totals while there are at most 32 chunks (8–16k values), from a Fenwick tree over them beyond.
+Inside a chunk whose weights are all 1 a prefix sum is a position; the common one-sided sums
+(``below``/``upto``/``above``/``atleast``) and a one-chunk group take one bisect. Multiplicities in a T-reduct of a positive database are positive, so a value whose
 bucket becomes empty is removed and every value in the structure has a non-empty bucket:
 iterating a range never visits a dead entry (this is what keeps enumeration delay constant).
 """
@@ -24,10 +26,11 @@ iterating a range never visits a dead entry (this is what keeps enumeration dela
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import chain
+from itertools import chain, islice
 from typing import Any, Iterable, Iterator
 
 _LOAD = 256
+_FEN_MIN = 32  # chunks from which a Fenwick tree over their totals is kept
 
 
 class HashGroup(dict):
@@ -95,8 +98,9 @@ def _hash_group(items: dict, total: Any, nonunit: int) -> HashGroup:
     return g
 
 
-class OrderedGroup:
-    """Tuples of one hash key ordered by a sort value, with O(log n) range sums."""
+class SortedChunks:
+    """Tuples of one hash key ordered by a sort value: the chunked storage, its maintenance and
+    prefix sums (:class:`OrderedGroup` adds the range reads and the builders)."""
 
     __slots__ = ("sort_pos", "buckets", "total", "nonunit", "_chunks", "_bchunks", "_weights", "_maxes",
                  "_csum", "_fen", "_flat", "_multi")
@@ -114,13 +118,228 @@ class OrderedGroup:
         self._weights: list[list[int]] = []
         self._maxes: list = []
         self._csum: list[int] = []
-        self._fen: list[int] = [0]
+        self._fen: list[int] | None = None  # Fenwick tree over the chunk totals (many chunks only)
         # per chunk, its sort values whose weight is not 1: while none, a prefix sum inside
         # the chunk is a position (no slice is summed)
         self._multi: list[int] = []
 
     def __len__(self) -> int:
         return len(self.buckets)
+
+    def add(self, t: tuple, d: int) -> Any:
+        """Add ``d`` to the multiplicity of ``t``; returns the group's new total. One flat method
+        (no helper calls on the common paths: an existing value's weight, a new value in a
+        chunk that does not split); the Fenwick tree is kept only while there are two or more
+        chunks (a prefix inside the first chunk never reads it)."""
+        value = t[self.sort_pos]
+        buckets = self.buckets
+        bucket = buckets.get(value)
+        total = self.total = self.total + d
+        if bucket is None:  # a new sort value
+            bucket = buckets[value] = {t: d}
+            if d != 1:
+                self.nonunit += 1
+            maxes = self._maxes
+            if len(maxes) == 1:  # one chunk (up to 2·B values): no chunk search, no Fenwick tree
+                chunk = self._chunks[0]
+                if value > maxes[0]:
+                    maxes[0] = value
+                    pos = len(chunk)
+                else:
+                    pos = bisect_left(chunk, value)
+                chunk.insert(pos, value)
+                self._bchunks[0].insert(pos, bucket)
+                self._weights[0].insert(pos, d)
+                self._flat[0] = None
+                self._csum[0] = total
+                if d != 1:
+                    self._multi[0] += 1
+                if len(chunk) > 2 * _LOAD:
+                    self._split(0)
+                return total
+            if not maxes:
+                self._chunks.append([value])
+                self._bchunks.append([bucket])
+                self._flat.append(None)
+                self._weights.append([d])
+                self._multi.append(0 if d == 1 else 1)
+                maxes.append(value)
+                self._csum.append(d)
+                self._fen = None
+                return total
+            ci = bisect_left(maxes, value)
+            if ci == len(maxes):
+                ci -= 1
+                maxes[ci] = value
+            chunk = self._chunks[ci]
+            pos = bisect_left(chunk, value)
+            chunk.insert(pos, value)
+            self._bchunks[ci].insert(pos, bucket)
+            self._weights[ci].insert(pos, d)
+            self._flat[ci] = None
+            self._csum[ci] += d
+            if d != 1:
+                self._multi[ci] += 1
+            if len(chunk) > 2 * _LOAD:
+                self._split(ci)
+            elif len(maxes) > _FEN_MIN:
+                fen = self._fen
+                i = ci + 1
+                n = len(fen)
+                while i < n:
+                    fen[i] += d
+                    i += i & -i
+            return total
+        before = bucket.get(t, 0)
+        v = before + d
+        if v:
+            bucket[t] = v
+        else:
+            del bucket[t]
+        if before != 1 and before != 0:
+            self.nonunit -= 1
+        if v != 1 and v != 0:
+            self.nonunit += 1
+        maxes = self._maxes
+        ci = bisect_left(maxes, value)
+        chunk = self._chunks[ci]
+        pos = bisect_left(chunk, value)
+        weights = self._weights[ci]
+        w0 = weights[pos]
+        self._flat[ci] = None
+        if bucket:
+            w1 = weights[pos] = w0 + d
+            if w0 != 1:
+                self._multi[ci] -= 1
+            if w1 != 1:
+                self._multi[ci] += 1
+            self._csum[ci] += d
+        else:  # the value is gone
+            del buckets[value]
+            del chunk[pos], self._bchunks[ci][pos], weights[pos]
+            if w0 != 1:
+                self._multi[ci] -= 1
+            self._csum[ci] += d  # = -w0: the value's weight drops to 0
+            if not chunk:
+                del self._chunks[ci], self._bchunks[ci], self._weights[ci], maxes[ci], self._csum[ci]
+                del self._flat[ci], self._multi[ci]
+                self._rebuild_fenwick()
+                return total
+            if pos == len(chunk):
+                maxes[ci] = chunk[-1]
+        if len(maxes) > _FEN_MIN:
+            fen = self._fen
+            i = ci + 1
+            n = len(fen)
+            while i < n:
+                fen[i] += d
+                i += i & -i
+        return total
+
+    def _split(self, ci: int) -> None:
+        """Split chunk ``ci`` (over 2·B values) in two halves and rebuild the Fenwick tree."""
+        chunk = self._chunks[ci]
+        half = len(chunk) >> 1
+        wl = self._weights[ci]
+        bl = self._bchunks[ci]
+        self._chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
+        self._bchunks[ci:ci + 1] = [bl[:half], bl[half:]]
+        self._flat[ci:ci + 1] = [None, None]
+        self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
+        self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
+        self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
+        self._multi[ci:ci + 1] = [sum(1 for w in wl[:half] if w != 1), sum(1 for w in wl[half:] if w != 1)]
+        self._rebuild_fenwick()
+
+    def _rebuild_fenwick(self) -> None:
+        """The Fenwick tree over the chunk totals; kept only beyond ``_FEN_MIN`` chunks (below,
+        a prefix over whole chunks is one C-level sum of their totals)."""
+        csum = self._csum
+        n = len(csum)
+        if n <= _FEN_MIN:
+            self._fen = None
+            return
+        fen = [0] * (n + 1)
+        for i in range(1, n + 1):
+            fen[i] += csum[i - 1]
+            j = i + (i & -i)
+            if j <= n:
+                fen[j] += fen[i]
+        self._fen = fen
+
+    def _prefix(self, value, inclusive: bool) -> int:
+        """Sum of the weights of sort values < value (or <= value when inclusive)."""
+        maxes = self._maxes
+        ci = bisect_right(maxes, value) if inclusive else bisect_left(maxes, value)
+        if ci == len(maxes):
+            return self.total
+        chunk = self._chunks[ci]
+        pos = bisect_right(chunk, value) if inclusive else bisect_left(chunk, value)
+        s = pos if not self._multi[ci] else self._part(ci, pos)
+        if ci:
+            if len(maxes) <= _FEN_MIN:  # few chunks: their totals summed at C speed
+                return s + sum(islice(self._csum, ci))
+            fen = self._fen
+            while ci:
+                s += fen[ci]
+                ci &= ci - 1
+        return s
+
+    def _part(self, ci: int, pos: int) -> Any:
+        """Sum of the weights of chunk ``ci``'s first ``pos`` values: the position itself
+        while every weight there is 1, else the shorter of the two slices summed."""
+        if not self._multi[ci]:
+            return pos
+        ws = self._weights[ci]
+        if pos <= len(ws) >> 1:
+            return sum(ws[:pos])
+        return self._csum[ci] - sum(ws[pos:])
+
+    def below(self, x) -> Any:
+        """Sum of the weights of sort values < x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x > maxes[0]:
+                return self.total
+            pos = bisect_left(self._chunks[0], x)
+            return pos if not self._multi[0] else self._part(0, pos)
+        return self._prefix(x, False) if maxes else 0
+
+    def upto(self, x) -> Any:
+        """Sum of the weights of sort values <= x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x >= maxes[0]:
+                return self.total
+            pos = bisect_right(self._chunks[0], x)
+            return pos if not self._multi[0] else self._part(0, pos)
+        return self._prefix(x, True) if maxes else 0
+
+    def above(self, x) -> Any:
+        """Sum of the weights of sort values > x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x >= maxes[0]:
+                return 0
+            pos = bisect_right(self._chunks[0], x)
+            return self.total - (pos if not self._multi[0] else self._part(0, pos))
+        return self.total - self._prefix(x, True) if maxes else 0
+
+    def atleast(self, x) -> Any:
+        """Sum of the weights of sort values >= x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x > maxes[0]:
+                return 0
+            pos = bisect_left(self._chunks[0], x)
+            return self.total - (pos if not self._multi[0] else self._part(0, pos))
+        return self.total - self._prefix(x, False) if maxes else 0
+
+
+class OrderedGroup(SortedChunks):
+    """Tuples of one hash key ordered by a sort value, with O(log n) range sums."""
+
+    __slots__ = ()
 
     @classmethod
     def from_items(cls, sort_pos: int, items: dict) -> "OrderedGroup":
@@ -177,148 +396,10 @@ class OrderedGroup:
         g._weights = [[d]]
         g._maxes = [value]
         g._csum = [d]
-        g._fen = [0, d]
+        g._fen = None
         g._multi = [0 if unit else 1]
         return g
 
-    # -- maintenance ------------------------------------------------------------------
-    def add(self, t: tuple, d: int) -> Any:
-        """Add ``d`` to the multiplicity of ``t``; returns the group's new total. One flat method
-        (no helper calls on the common paths: an existing value's weight, a new value in a
-        chunk that does not split); the Fenwick tree is kept only while there are two or more
-        chunks (a prefix inside the first chunk never reads it)."""
-        value = t[self.sort_pos]
-        buckets = self.buckets
-        bucket = buckets.get(value)
-        total = self.total = self.total + d
-        if bucket is None:  # a new sort value
-            bucket = buckets[value] = {t: d}
-            if d != 1:
-                self.nonunit += 1
-            maxes = self._maxes
-            if len(maxes) == 1:  # one chunk (up to 2·B values): no chunk search, no Fenwick tree
-                chunk = self._chunks[0]
-                if value > maxes[0]:
-                    maxes[0] = value
-                    pos = len(chunk)
-                else:
-                    pos = bisect_left(chunk, value)
-                chunk.insert(pos, value)
-                self._bchunks[0].insert(pos, bucket)
-                self._weights[0].insert(pos, d)
-                self._flat[0] = None
-                self._csum[0] = total
-                if d != 1:
-                    self._multi[0] += 1
-                if len(chunk) > 2 * _LOAD:
-                    self._split(0)
-                return total
-            if not maxes:
-                self._chunks.append([value])
-                self._bchunks.append([bucket])
-                self._flat.append(None)
-                self._weights.append([d])
-                self._multi.append(0 if d == 1 else 1)
-                maxes.append(value)
-                self._csum.append(d)
-                self._fen = [0, d]
-                return total
-            ci = bisect_left(maxes, value)
-            if ci == len(maxes):
-                ci -= 1
-                maxes[ci] = value
-            chunk = self._chunks[ci]
-            pos = bisect_left(chunk, value)
-            chunk.insert(pos, value)
-            self._bchunks[ci].insert(pos, bucket)
-            self._weights[ci].insert(pos, d)
-            self._flat[ci] = None
-            self._csum[ci] += d
-            if d != 1:
-                self._multi[ci] += 1
-            if len(chunk) > 2 * _LOAD:
-                self._split(ci)
-            elif len(maxes) > 1:
-                fen = self._fen
-                i = ci + 1
-                n = len(fen)
-                while i < n:
-                    fen[i] += d
-                    i += i & -i
-            return total
-        before = bucket.get(t, 0)
-        v = before + d
-        if v:
-            bucket[t] = v
-        else:
-            del bucket[t]
-        if before != 1 and before != 0:
-            self.nonunit -= 1
-        if v != 1 and v != 0:
-            self.nonunit += 1
-        maxes = self._maxes
-        ci = bisect_left(maxes, value)
-        chunk = self._chunks[ci]
-        pos = bisect_left(chunk, value)
-        weights = self._weights[ci]
-        w0 = weights[pos]
-        self._flat[ci] = None
-        if bucket:
-            w1 = weights[pos] = w0 + d
-            if w0 != 1:
-                self._multi[ci] -= 1
-            if w1 != 1:
-                self._multi[ci] += 1
-            self._csum[ci] += d
-        else:  # the value is gone
-            del buckets[value]
-            del chunk[pos], self._bchunks[ci][pos], weights[pos]
-            if w0 != 1:
-                self._multi[ci] -= 1
-            self._csum[ci] += d  # = -w0: the value's weight drops to 0
-            if not chunk:
-                del self._chunks[ci], self._bchunks[ci], self._weights[ci], maxes[ci], self._csum[ci]
-                del self._flat[ci], self._multi[ci]
-                self._rebuild_fenwick()
-                return total
-            if pos == len(chunk):
-                maxes[ci] = chunk[-1]
-        if len(maxes) > 1:
-            fen = self._fen
-            i = ci + 1
-            n = len(fen)
-            while i < n:
-                fen[i] += d
-                i += i & -i
-        return total
-
-    def _split(self, ci: int) -> None:
-        """Split chunk ``ci`` (over 2·B values) in two halves and rebuild the Fenwick tree."""
-        chunk = self._chunks[ci]
-        half = len(chunk) >> 1
-        wl = self._weights[ci]
-        bl = self._bchunks[ci]
-        self._chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
-        self._bchunks[ci:ci + 1] = [bl[:half], bl[half:]]
-        self._flat[ci:ci + 1] = [None, None]
-        self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
-        self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
-        self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
-        self._multi[ci:ci + 1] = [sum(1 for w in wl[:half] if w != 1), sum(1 for w in wl[half:] if w != 1)]
-        self._rebuild_fenwick()
-
-    def _rebuild_fenwick(self) -> None:
-        csum = self._csum
-        n = len(csum)
-        fen = [0] * (n + 1)
-        for i in range(1, n + 1):
-            fen[i] += csum[i - 1]
-            j = i + (i & -i)
-            if j <= n:
-                fen[j] += fen[i]
-        self._fen = fen
-
-    # -- queries ----------------------------------------------------------------------
     def min_tuple(self) -> tuple:
         """A tuple with the smallest sort value (the group is not empty)."""
         return next(iter(self.buckets[self._chunks[0][0]]))
@@ -335,74 +416,6 @@ class OrderedGroup:
         ci, pos, cj, end = span
         value = self._chunks[cj][end - 1] if last else self._chunks[ci][pos]
         return next(iter(self.buckets[value]))
-
-    def _prefix(self, value, inclusive: bool) -> int:
-        """Sum of the weights of sort values < value (or <= value when inclusive)."""
-        maxes = self._maxes
-        ci = bisect_right(maxes, value) if inclusive else bisect_left(maxes, value)
-        if ci == len(maxes):
-            return self.total
-        chunk = self._chunks[ci]
-        pos = bisect_right(chunk, value) if inclusive else bisect_left(chunk, value)
-        s = pos if not self._multi[ci] else self._part(ci, pos)
-        if ci:
-            fen = self._fen
-            while ci:
-                s += fen[ci]
-                ci &= ci - 1
-        return s
-
-    def _part(self, ci: int, pos: int) -> Any:
-        """Sum of the weights of chunk ``ci``'s first ``pos`` values: the position itself
-        while every weight there is 1, else the shorter of the two slices summed."""
-        if not self._multi[ci]:
-            return pos
-        ws = self._weights[ci]
-        if pos <= len(ws) >> 1:
-            return sum(ws[:pos])
-        return self._csum[ci] - sum(ws[pos:])
-
-    # One-sided range sums (what a single inequality asks; generated update code calls these).
-    # A group of one chunk (up to 2·B sort values, the usual case) answers with one bisect.
-    def below(self, x) -> Any:
-        """Sum of the weights of sort values < x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x > maxes[0]:
-                return self.total
-            pos = bisect_left(self._chunks[0], x)
-            return pos if not self._multi[0] else self._part(0, pos)
-        return self._prefix(x, False) if maxes else 0
-
-    def upto(self, x) -> Any:
-        """Sum of the weights of sort values <= x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x >= maxes[0]:
-                return self.total
-            pos = bisect_right(self._chunks[0], x)
-            return pos if not self._multi[0] else self._part(0, pos)
-        return self._prefix(x, True) if maxes else 0
-
-    def above(self, x) -> Any:
-        """Sum of the weights of sort values > x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x >= maxes[0]:
-                return 0
-            pos = bisect_right(self._chunks[0], x)
-            return self.total - (pos if not self._multi[0] else self._part(0, pos))
-        return self.total - self._prefix(x, True) if maxes else 0
-
-    def atleast(self, x) -> Any:
-        """Sum of the weights of sort values >= x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x > maxes[0]:
-                return 0
-            pos = bisect_left(self._chunks[0], x)
-            return self.total - (pos if not self._multi[0] else self._part(0, pos))
-        return self.total - self._prefix(x, False) if maxes else 0
 
     def range_sum(self, lo, lo_incl: bool, hi, hi_incl: bool) -> int:
         """Sum of multiplicities of tuples whose sort value lies in the range (None = unbounded)."""

@@ -198,7 +198,7 @@ class _Gen:
         if len(n.appliers) != len(n.indexes) + len(feeds):
             raise NotCompiled(f"node {n.id} has appliers the generator does not know")
         for idx in n.indexes:
-            _, key_vars, content_vars, sort_var = idx.spec
+            _, key_vars, content_vars, _ = idx.spec
             groups = self.ref(idx.groups, "G")
             new = self.ref(HashGroup.of if idx.sort_pos is None else partial(OrderedGroup.of, idx.sort_pos), "NEW")
             i = ind
@@ -341,6 +341,11 @@ class _Gen:
                 self.emit(ind, f"{pt} = {tuple_source(v.p.form, n.pos, tv, len(n.form))}")
                 self.emit(ind, f"if {self.ref(v.p.filter, 'F')}({pt}):")
                 ind += 4
+            if not key_vars and self.deferred and v.p.filter is None:  # inside a fan-out: one update after it
+                acc = self.var("acc")
+                self.deferred[-1].append((acc, counts, "()"))
+                self.emit(ind, f"{acc} += {dv} * {s}")
+                return
             w = self.var("w")
             self.emit(ind, f"{w} = {dv} * {s}")
             self._count_update(counts, key_expr(key_vars, n.pos, tv), w, ind)
@@ -385,45 +390,46 @@ class _Gen:
         self.emit(ind, f"else: del {counts}[{kv}]")
         self.emit(ind, f"TREP.count += {w}")
 
-    # -- leaves -------------------------------------------------------------------------
-    def leaf_tuple(self, ex: Any, ind: int) -> str:
-        """Emit ``t = the leaf tuple of row, or None`` for extractor ``ex`` (raising UpdateError
-        on a value of the wrong kind or a filter that cannot compare; first-seen kinds go to
-        ``pending``). Same checks and order as :meth:`LeafExtractor.leaf_tuple`."""
-        t = self.var("t")
-        pos = ex.positions
-        conds = [f"row[{i}] is not None and not (row[{i}] != row[{j}])" for i, j in ex.eqs]
-        conds += [f"row[{pos[i]}] is not None" for i in ex.strict]
-        self.emit(ind, f"{t} = None")
-        if conds:
-            self.emit(ind, "if " + " and ".join(conds) + ":")
-            ind += 4
-        self.emit(ind, f"{t} = {self._leaf_src(pos, ex.arity)}")
-        if ex.ordered:
-            kinds_get = self.ref(ex.kinds.get, "KG")
-            fast = []
-            for i, v, c in ex.ordered:
-                if v in ex.temporal:
-                    fast = None
-                    break
-                fast.append(f"type({t}[{i}]) is int and {kinds_get}({self.const(c)}) == 'number'")
-            check = self.ref(ex.check_kinds, "KC")
-            self.emit(ind, "if True:" if fast is None else "if not (" + " and ".join(fast) + "):")
-            self.emit(ind + 4, "if pending is None: pending = {}")
-            self.emit(ind + 4, f"{check}({t}, pending)")
-        if ex.filter is not None:
-            self.ns["_filter_error"] = _filter_error
-            self.emit(ind, "try:")
-            self.emit(ind + 4, f"if not {self.ref(ex.filter, 'F')}({t}): {t} = None")
-            self.emit(ind, "except TypeError as e:")
-            self.emit(ind + 4, f"raise _filter_error(row, {self.const(ex.alias)}, e) from None")
-        return t
 
-    @staticmethod
-    def _leaf_src(pos: list[int], arity: int) -> str:
-        if pos == list(range(arity)):
-            return "row"  # the leaf tuple is the row itself: one object for the store and the indexes
-        return "(" + "".join(f"row[{p}], " for p in pos) + ")"
+
+def emit_leaf_tuple(gen: _Gen, ex: Any, ind: int) -> str:
+    """Emit ``t = the leaf tuple of row, or None`` for extractor ``ex`` (raising UpdateError
+    on a value of the wrong kind or a filter that cannot compare; first-seen kinds go to
+    ``pending``). Same checks and order as :meth:`LeafExtractor.leaf_tuple`."""
+    t = gen.var("t")
+    pos = ex.positions
+    conds = [f"row[{i}] is not None and not (row[{i}] != row[{j}])" for i, j in ex.eqs]
+    conds += [f"row[{pos[i]}] is not None" for i in ex.strict]
+    gen.emit(ind, f"{t} = None")
+    if conds:
+        gen.emit(ind, "if " + " and ".join(conds) + ":")
+        ind += 4
+    gen.emit(ind, f"{t} = {_leaf_src(pos, ex.arity)}")
+    if ex.ordered:
+        kinds_get = gen.ref(ex.kinds.get, "KG")
+        fast = []
+        for i, v, c in ex.ordered:
+            if v in ex.temporal:
+                fast = None
+                break
+            fast.append(f"type({t}[{i}]) is int and {kinds_get}({gen.const(c)}) == 'number'")
+        check = gen.ref(ex.check_kinds, "KC")
+        gen.emit(ind, "if True:" if fast is None else "if not (" + " and ".join(fast) + "):")
+        gen.emit(ind + 4, "if pending is None: pending = {}")
+        gen.emit(ind + 4, f"{check}({t}, pending)")
+    if ex.filter is not None:
+        gen.ns["_filter_error"] = _filter_error
+        gen.emit(ind, "try:")
+        gen.emit(ind + 4, f"if not {gen.ref(ex.filter, 'F')}({t}): {t} = None")
+        gen.emit(ind, "except TypeError as e:")
+        gen.emit(ind + 4, f"raise _filter_error(row, {gen.const(ex.alias)}, e) from None")
+    return t
+
+
+def _leaf_src(pos: list[int], arity: int) -> str:
+    if pos == list(range(arity)):
+        return "row"  # the leaf tuple is the row itself: one object for the store and the indexes
+    return "(" + "".join(f"row[{p}], " for p in pos) + ")"
 
 
 def gen_single(trep: Any, name: str, arity: int, store: dict, extractors: list, kinds: dict,
@@ -457,8 +463,8 @@ def gen_single(trep: Any, name: str, arity: int, store: dict, extractors: list, 
     e(4, "if nk < 0:")
     e(8, "raise UpdateError(f'cannot delete {row!r} from {NAME!r}: it is not present; no change was applied')")
     e(4, "pending = None")
-    leaves = [(ex, gen.leaf_tuple(ex, 4)) for ex in extractors]
-    core_leaves = [(ex, gen.leaf_tuple(ex, 4)) for ex in core[1]] if core is not None else []
+    leaves = [(ex, emit_leaf_tuple(gen, ex, 4)) for ex in extractors]
+    core_leaves = [(ex, emit_leaf_tuple(gen, ex, 4)) for ex in core[1]] if core is not None else []
     e(4, "if pending: KINDS_UPDATE(pending)")
     e(4, "if nk: STORE[row] = nk")
     e(4, "else: del STORE[row]")

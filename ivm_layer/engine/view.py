@@ -14,10 +14,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
-from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
-from .trep import TRep, sweep_min
 from .bulk import BULK_MIN
 from .bulk import propagate as bulk_propagate
+from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
+from .tnotes import cost_notes, derived_steps
+from .trep import TRep, sweep_min
 from .updgen import NotCompiled, build, compile_enabled, gen_path, gen_rest, gen_single
 from .values import canonical_row
 
@@ -75,13 +76,8 @@ class View:
         # Generated update code (engine/updgen.py), built at a table's / leaf's first update:
         # table spelling -> its single-row update; leaf atom -> its batch propagation (None:
         # the interpreter). IVM_COMPILE=0 keeps the interpreter everywhere.
-        self._compile = compile_enabled()
-        self._upd: dict[Any, Callable[[Any, int], bool]] = {}
-        self._paths: dict[int, Callable[[dict], Any] | None] = {}
-        self._rpaths: dict[int, Callable[[dict, dict], bool] | None] = {}  # the same, recording deltas
-        self._rests: dict[int, Callable[[dict], None]] = {}  # node id -> the bulk path's hand-over
-        self._code: dict[str, str] = {}  # what runs each update path (update_paths())
-        self._sources: dict[str, str] = {}  # the generated source, per path (debugging)
+        self._code = UpdateCode(self)
+        self._upd = self._code.single  # table spelling -> its single-row update (hot path)
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -103,9 +99,9 @@ class View:
         stats = (f"state: {st['base_rows']} base rows, {st['index_entries']} index entries"
                  + (f", core: {st['core_entries']} index entries" if self._core is not None else "")
                  + (f", {st['materialized_rows']} materialized rows" if self._materialized is not None else ""))
-        notes = self._trep.cost_notes()
+        notes = cost_notes(self._trep)
         engine = ["engine:"] + [f"  {line}" for line in notes] if notes else []
-        return "\n".join(head + [self.plan.explain(self._trep.derived_steps())] + engine + [stats])
+        return "\n".join(head + [self.plan.explain(derived_steps(self._trep))] + engine + [stats])
 
     def stats(self) -> dict[str, int]:
         """What the view stores, in tuples (the memory accounting behind ``explain()``):
@@ -199,105 +195,21 @@ class View:
 
     def update_paths(self) -> dict[str, str]:
         """What runs each update path built so far (a path is built at its first update):
-        ``"insert/delete <table>"`` (one row) and ``"batch <atom>"`` (a leaf's share of a batch)
-        -> ``"generated: …"`` (engine/updgen.py, with what it touches) or ``"interpreter: <why>"``."""
-        return dict(self._code)
+        ``"insert/delete <table>"`` (one row), ``"batch <atom>"`` (a leaf's share of a batch) and
+        ``"change of <atom>"`` (the same, recording the change) -> ``"generated: …"``
+        (engine/updgen.py, with what it touches) or ``"interpreter: <why>"``."""
+        return dict(self._code.notes)
 
     def _single(self, table: str, row: Any, k: int) -> bool:
         """Fast path for one row (same checks as a batch). Returns False to defer to the
         general path for anything unusual (a table of the core, a non-tuple row)."""
         fn = self._upd.get(table)
         if fn is None:
-            fn = self._single_fn(table)
+            fn = self._code.single_fn(table)
             if fn is None:
                 return False
             self._upd[table] = fn
         return fn(row, k)
-
-    def _single_fn(self, table: Any) -> Callable[[Any, int], bool] | None:
-        """The single-row update of a table spelled ``table``: generated code, or the generic
-        path (:meth:`_single_generic`) where generation is off or does not apply."""
-        entry = self._fast_entry(table)
-        if entry is None:
-            return None
-        name, store, exs, arity, plain = entry
-
-        def generic(row: Any, k: int) -> bool:
-            return self._single_generic(entry, row, k)
-
-        label = f"insert/delete {name}"
-        if not self._compile:
-            self._code[label] = "interpreter: IVM_COMPILE=0"
-            return generic
-        core = None
-        c = self._core
-        if c is not None and self._materialized is None and not self._weights and c._materialized is None \
-                and c._core is None and not c._weights:
-            core = (c._trep, list(c._extractors.get(name, ())),
-                    lambda atom: c._rpaths.setdefault(atom, c._path_fn(atom, record=True)),
-                    self._core_extractor)
-        elif not plain:
-            self._code[label] = ("interpreter: the view has a materialized result or ring payloads "
-                                 "(updates need the delta)")
-            return generic
-        try:
-            src, ns, touched = gen_single(self._trep, name, arity, store, list(exs), self._kinds,
-                                          self._subscribers, generic, core)
-        except NotCompiled as e:
-            self._code[label] = f"interpreter: {e}"
-            return generic
-        self._sources[label] = src
-        self._code[label] = "generated: " + (", ".join(dict.fromkeys(touched)) or "the store only")
-        return build(src, ns, "upd", f"update {name}")
-
-    def _single_generic(self, entry: tuple, row: Any, k: int) -> bool:
-        """The interpreted single-row path (the reference for the generated one)."""
-        if type(row) is not tuple:
-            return False
-        name, store, exs, arity, plain = entry
-        if len(row) != arity:
-            raise bad_row(name, row, arity)
-        row = canonical_row(row)
-        try:
-            have = store.get(row, 0)
-        except TypeError:
-            raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
-        if have + k < 0:
-            raise UpdateError(f"cannot delete {row!r} from {name!r}: it is not present; no change was applied")
-        if not plain or self._subscribers:
-            self._commit(self._prepare_validated([(name, {row: k})]), want_change=False)
-            return True
-        pending: dict[str, str] = {}
-        trep = self._trep
-        if len(exs) == 1:  # no self-join: one leaf
-            ex = exs[0]
-            t = ex.leaf_tuple(row, pending)
-            if pending:
-                self._kinds.update(pending)
-            if have + k:
-                store[row] = have + k
-            else:
-                del store[row]
-            if t is not None:
-                trep.propagate(ex.atom, {t: k})
-            trep.bump()
-            return True
-        leaf = []
-        for ex in exs:
-            t = ex.leaf_tuple(row, pending)
-            if t is not None:
-                leaf.append((ex.atom, t))
-        if pending:
-            self._kinds.update(pending)
-        if have + k:
-            store[row] = have + k
-        else:
-            del store[row]
-        propagate = trep.propagate
-        for atom, t in leaf:
-            propagate(atom, {t: k})
-        trep.bump()
-        return True
 
     def _fast_entry(self, table: Any) -> tuple | None:
         """``(name, stored rows, leaf extractors, arity, plain)`` of a table spelled ``table``
@@ -420,57 +332,149 @@ class View:
 
     def _propagate(self, atom: int, delta: dict[tuple, int], change: dict[tuple, int] | None) -> None:
         trep = self._trep
-        if change is None and len(delta) >= BULK_MIN and self._compile:
-            bulk_propagate(trep, atom, delta, self._rest)
+        code = self._code
+        if change is None and len(delta) >= BULK_MIN and code.enabled:
+            bulk_propagate(trep, atom, delta, code.rest)
             return
+        fn = code.path(atom, change is not None)
         if change is None:
-            fn = self._paths.get(atom, _MISSING)
-            if fn is _MISSING:
-                fn = self._paths[atom] = self._path_fn(atom)
             if fn is not None:
                 fn(delta)
             else:
                 trep.propagate(atom, delta)
             return
-        fn = self._rpaths.get(atom, _MISSING)
-        if fn is _MISSING:
-            fn = self._rpaths[atom] = self._path_fn(atom, record=True)
         record: dict[int, dict] = {}
         if fn(delta, record) if fn is not None else trep.propagate(atom, delta, record):
             for row, m in trep.delta_rows(atom, record):
                 change[row] = change.get(row, 0) + m
-
-    def _path_fn(self, atom: int, record: bool = False) -> Callable | None:
-        """Leaf ``atom``'s generated batch propagation (``record``: with the deltas delta
-        enumeration reads), or None (the interpreter) where generation is off or does not apply."""
-        label = f"{'change of' if record else 'batch'} {self.plan.gcq.atoms[atom].alias}"
-        if not self._compile:
-            self._code[label] = "interpreter: IVM_COMPILE=0"
-            return None
-        try:
-            src, ns, touched = gen_path(self._trep, atom, sweep_min(), self._trep.propagate, record)
-        except NotCompiled as e:
-            self._code[label] = f"interpreter: {e}"
-            return None
-        self._sources[label] = src
-        self._code[label] = "generated: " + ", ".join(dict.fromkeys(touched))
-        return build(src, ns, "path", f"{'record ' if record else ''}path {atom}")
-
-    def _rest(self, node: Any, delta: dict) -> None:
-        """The bulk path's hand-over: ``node``'s delta (its indexes applied) propagated upwards
-        by generated code (one function per node, built once)."""
-        fn = self._rests.get(node.id)
-        if fn is None:
-            src, ns, _ = gen_rest(self._trep, node)
-            fn = self._rests[node.id] = build(src, ns, "rest", f"rest {node.id}")
-            self._sources[f"bulk rest {node.id}"] = src
-        fn(delta)
 
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         return self._commit(self._prepare(batch), want_change)
 
 
 _MISSING = object()
+
+
+class UpdateCode:
+    """Which code runs each update path of one view, built at the path's first use and kept:
+    generated functions (engine/updgen.py) where generation applies, the interpreter
+    (``TRep.propagate``, :func:`single_generic`) elsewhere or under ``IVM_COMPILE=0``, with
+    ``notes`` saying which and why (``View.update_paths()``) and ``sources`` the generated text."""
+
+    def __init__(self, view: View) -> None:
+        self.view = view
+        self.enabled = compile_enabled()
+        self.single: dict[Any, Callable[[Any, int], bool]] = {}  # table spelling -> one-row update
+        self.paths: dict[tuple[int, bool], Callable | None] = {}  # (atom, recording) -> leaf path
+        self.rests: dict[int, Callable[[dict], None]] = {}  # node id -> the bulk path's hand-over
+        self.notes: dict[str, str] = {}
+        self.sources: dict[str, str] = {}
+
+    def single_fn(self, table: Any) -> Callable[[Any, int], bool] | None:
+        """The single-row update of a table spelled ``table``: generated code, or the generic
+        path (:func:`single_generic`) where generation is off or does not apply."""
+        v = self.view
+        entry = v._fast_entry(table)
+        if entry is None:
+            return None
+        name, store, exs, arity, plain = entry
+
+        def generic(row: Any, k: int) -> bool:
+            return single_generic(v, entry, row, k)
+
+        label = f"insert/delete {name}"
+        if not self.enabled:
+            self.notes[label] = "interpreter: IVM_COMPILE=0"
+            return generic
+        core = None
+        c = v._core
+        if c is not None and v._materialized is None and not v._weights and c._materialized is None \
+                and c._core is None and not c._weights:
+            core = (c._trep, list(c._extractors.get(name, ())),
+                    lambda atom: c._code.path(atom, True), v._core_extractor)
+        elif not plain:
+            self.notes[label] = ("interpreter: the view has a materialized result or ring payloads "
+                                 "(updates need the delta)")
+            return generic
+        try:
+            src, ns, touched = gen_single(v._trep, name, arity, store, list(exs), v._kinds,
+                                          v._subscribers, generic, core)
+        except NotCompiled as e:
+            self.notes[label] = f"interpreter: {e}"
+            return generic
+        self.sources[label] = src
+        self.notes[label] = "generated: " + (", ".join(dict.fromkeys(touched)) or "the store only")
+        return build(src, ns, "upd", f"update {name}")
+
+    def path(self, atom: int, record: bool) -> Callable | None:
+        """Leaf ``atom``'s generated batch propagation (``record``: also filling the deltas
+        delta enumeration reads), or None (the interpreter)."""
+        key = (atom, record)
+        fn = self.paths.get(key, _MISSING)
+        if fn is not _MISSING:
+            return fn
+        v = self.view
+        label = f"{'change of' if record else 'batch'} {v.plan.gcq.atoms[atom].alias}"
+        fn = None
+        if not self.enabled:
+            self.notes[label] = "interpreter: IVM_COMPILE=0"
+        else:
+            try:
+                src, ns, touched = gen_path(v._trep, atom, sweep_min(), v._trep.propagate, record)
+            except NotCompiled as e:
+                self.notes[label] = f"interpreter: {e}"
+            else:
+                self.sources[label] = src
+                self.notes[label] = "generated: " + ", ".join(dict.fromkeys(touched))
+                fn = build(src, ns, "path", f"{'record ' if record else ''}path {atom}")
+        self.paths[key] = fn
+        return fn
+
+    def rest(self, node: Any, delta: dict) -> None:
+        """The bulk path's hand-over: ``node``'s delta (its indexes applied) propagated upwards
+        by generated code (one function per node, built once)."""
+        fn = self.rests.get(node.id)
+        if fn is None:
+            src, ns, _ = gen_rest(self.view._trep, node)
+            fn = self.rests[node.id] = build(src, ns, "rest", f"rest {node.id}")
+            self.sources[f"bulk rest {node.id}"] = src
+        fn(delta)
+
+
+def single_generic(view: View, entry: tuple, row: Any, k: int) -> bool:
+    """The interpreted single-row path of ``view`` (the reference for the generated one)."""
+    if type(row) is not tuple:
+        return False
+    name, store, exs, arity, plain = entry
+    if len(row) != arity:
+        raise bad_row(name, row, arity)
+    row = canonical_row(row)
+    try:
+        have = store.get(row, 0)
+    except TypeError:
+        raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
+    if have + k < 0:
+        raise UpdateError(f"cannot delete {row!r} from {name!r}: it is not present; no change was applied")
+    if not plain or view._subscribers:
+        view._commit(view._prepare_validated([(name, {row: k})]), want_change=False)
+        return True
+    pending: dict[str, str] = {}
+    trep = view._trep
+    leaf = []
+    for ex in exs:  # self-joins: every leaf checked first, then one leaf at a time
+        t = ex.leaf_tuple(row, pending)
+        if t is not None:
+            leaf.append((ex.atom, t))
+    if pending:
+        view._kinds.update(pending)
+    if have + k:
+        store[row] = have + k
+    else:
+        del store[row]
+    for atom, t in leaf:
+        trep.propagate(atom, {t: k})
+    trep.bump()
+    return True
 
 
 class Prepared:

@@ -21,14 +21,13 @@ from collections import Counter
 import pytest
 
 import ivm_layer
-from ivm_layer.engine.trep import TRep
-
 from ivm_layer.bench import workloads as wl
+from ivm_layer.engine.trep import TRep
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from oracle import DuckDBOracle  # noqa: E402
-from querygen import gen_case  # noqa: E402
+from oracle import DuckDBOracle
+from querygen import gen_case
 
 SEEDS = int(os.environ.get("IVM_COMPILED_SEEDS", "80"))
 NAMED = ["Q1-mixed", "Q2-mixed", "Q3-mixed", "Q4-mixed", "Q5-mixed", "Q6-mixed", "Q7-mixed", "Q8-mixed",
