@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 
 from .chain import chain_edges, intersect
 from .groups import OrderedGroup
+from .weightorder import WeightOrder
 from .predicates import (
     compile_bounds,
     compile_range_sum,
@@ -67,7 +68,7 @@ class KeyedChain:
         self.mr = self.gs.sibling
         self.nodes = nodes  # m … f (the fused chain), top first
         self.d_pos = f.pos[d_var]
-        self.vg = OrderedGroup(self.d_pos)  # f's tuples on d, weighted V(y) = ρ_S(y) · B(y)
+        self.vg = WeightOrder()  # the d values of f's tuples, weighted V(y) = ρ_S(y) · B(y)
         self.alive = OrderedGroup(0)  # (L(k), k) per key with an S tuple that has a T partner
         self.lval: dict = {}  # key -> its entry in alive
         self.proj_s = proj_s  # S tuple -> f tuple
@@ -148,7 +149,7 @@ class KeyedChain:
             for y, d in fd.items():
                 a, bb = weight(y), b(y)
                 if bb:
-                    self.vg.add(y, d * bb)
+                    self.vg.add(y[self.d_pos], d * bb)
                 if a and bb:
                     dc += d * a * bb
                 if rec is not None and a:
@@ -170,6 +171,7 @@ class KeyedChain:
                 pd = self.nodes[0].up(fd) if fd else {}
         else:  # the T side (the guard of the derived top join)
             sgroups, zkey, zb, weight, vg = self.s_groups, self.z_key, self.z_bounds, self.weight, self.vg
+            dp = self.d_pos
             pd = {}
             keys = set()
             for z, d in delta.items():
@@ -183,7 +185,7 @@ class KeyedChain:
                 s = 0
                 for b in g.buckets_in(*zb(z)):
                     for y, w in b.items():
-                        vg.add(y, d * w)
+                        vg.add(y[dp], d * w)
                         s += w * weight(y)
                 if s:
                     dc += d * s

@@ -84,18 +84,18 @@ class PairAxis:
             wy.insert(pos, 0)
             wz.insert(pos, 0)
         x, y, z, xy, yz = self._leaf[ci]
-        if stream == 0:
+        if stream == 0:  # (sums over islices: no copy of the chunk's part)
             x += d
-            xy += d * sum(wy[pos + 1:])
+            xy += d * sum(islice(wy, pos + 1, None))
             wx[pos] += d
         elif stream == 1:
             y += d
-            xy += d * sum(wx[:pos])
-            yz += d * sum(wz[pos + 1:])
+            xy += d * sum(islice(wx, pos))
+            yz += d * sum(islice(wz, pos + 1, None))
             wy[pos] += d
         else:
             z += d
-            yz += d * sum(wy[:pos])
+            yz += d * sum(islice(wy, pos))
             wz[pos] += d
         self._leaf[ci] = (x, y, z, xy, yz)
         if not (wx[pos] or wy[pos] or wz[pos]):  # the key is gone

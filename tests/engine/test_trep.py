@@ -134,3 +134,28 @@ def test_groups_built_from_items_equal_groups_built_by_add(load, monkeypatch):
             a.add(t, -items[t])
             b.add(t, -items[t])
         assert [a.below(x) for x in range(43)] == [b.below(x) for x in range(43)]
+
+
+@pytest.mark.parametrize("load", [3, 256])
+def test_weight_order_against_reference(load, monkeypatch):
+    """WeightOrder (the keyed chain's value -> weight axis): every range sum equals a dict's."""
+    import ivm_layer.engine.weightorder as wo
+
+    monkeypatch.setattr(wo, "_LOAD", load)
+    rng = random.Random(5)
+    for _ in range(20):
+        w, ref = wo.WeightOrder(), {}
+        for _ in range(400):
+            v = rng.randint(0, 80)
+            d = -ref[v] if ref.get(v) and rng.random() < 0.3 else rng.choice([1, 2, -1, 5])
+            w.add(v, d)
+            ref[v] = ref.get(v, 0) + d
+            x = rng.randint(-1, 82)
+            assert w.below(x) == sum(c for u, c in ref.items() if u < x)
+            assert w.upto(x) == sum(c for u, c in ref.items() if u <= x)
+            assert w.above(x) == sum(c for u, c in ref.items() if u > x)
+            assert w.atleast(x) == sum(c for u, c in ref.items() if u >= x)
+            lo, hi = sorted((rng.randint(-1, 82), rng.randint(-1, 82)))
+            li, hii = rng.random() < 0.5, rng.random() < 0.5
+            assert w.range_sum(lo, li, hi, hii) == sum(
+                c for u, c in ref.items() if (u > lo or (li and u == lo)) and (u < hi or (hii and u == hi)))
