@@ -242,12 +242,15 @@ def _items(cs: Any, ds: Any, distinct: bool) -> dict:
     return {c: d for c, d in out.items() if d}
 
 
-def propagate(trep: Any, atom: int, delta: dict, rest: Callable[[Any, dict], None]) -> None:
+def propagate(trep: Any, atom: int, delta: dict, rest: Callable[[Any, dict, bool], None]) -> None:
     """Algorithm 2 for leaf ``atom``'s large delta: simple steps in bulk (see the module
-    docstring), then ``rest(node, delta)`` — the generated per-tuple code from that node's
-    step upwards — for the remainder of the path."""
+    docstring), then ``rest(node, delta, own)`` — the generated per-tuple code from that node
+    upwards (``own``: its own indexes too) — for the remainder of the path."""
     n = trep.leaves[atom]
     while True:
+        if len(n.appliers) != len(n.indexes):  # a derived chain's axis feeds on this node
+            rest(n, delta, True)
+            return
         for idx in n.indexes:
             apply_index(idx, delta)
         p = n.parent
@@ -256,8 +259,8 @@ def propagate(trep: Any, atom: int, delta: dict, rest: Callable[[Any, dict], Non
             return
         step = n.step
         kind = step[0] if step is not None else None
-        if p.derived is not None or len(n.appliers) != len(n.indexes) or kind not in ("fused", "project", "guard"):
-            rest(n, delta)
+        if p.derived is not None or kind not in ("fused", "project", "guard"):
+            rest(n, delta, False)
             return
         if kind == "fused":
             if step[1] is not None:
@@ -268,7 +271,7 @@ def propagate(trep: Any, atom: int, delta: dict, rest: Callable[[Any, dict], Non
         else:
             _, sib_idx, key_vars, on, rest_preds = step
             if on or rest_preds:
-                rest(n, delta)
+                rest(n, delta, False)
                 return
             if p.filter is None and p.form == key_vars:
                 delta = _by_key(delta, key_fn(key_vars, n.pos), sib_idx.groups, len(key_vars) == 1)

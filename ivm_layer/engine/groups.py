@@ -16,7 +16,7 @@ operation                              cost (n = distinct sort values in the gro
 
 Sort values are kept in sorted chunks (like ``sortedcontainers.SortedList``) with a parallel
 list of weights per chunk; prefix sums across chunks come from one C-level sum of the chunk
-totals while there are at most 32 chunks (8–16k values), from a Fenwick tree over them beyond.
+totals while there are at most 128 chunks (32–64k values), from a Fenwick tree over them beyond.
 Inside a chunk whose weights are all 1 a prefix sum is a position; the common one-sided sums
 (``below``/``upto``/``above``/``atleast``) and a one-chunk group take one bisect. Multiplicities in a T-reduct of a positive database are positive, so a value whose
 bucket becomes empty is removed and every value in the structure has a non-empty bucket:
@@ -30,7 +30,7 @@ from itertools import chain, islice
 from typing import Any, Iterable, Iterator
 
 _LOAD = 256
-_FEN_MIN = 32  # chunks from which a Fenwick tree over their totals is kept
+_FEN_MIN = 128  # chunks from which a Fenwick tree over their totals is kept
 
 
 class HashGroup(dict):

@@ -531,14 +531,14 @@ def gen_path(trep: Any, atom: int, sweep_min: int, interpreter: Callable,
     return gen.source(), gen.ns, gen.touched
 
 
-def gen_rest(trep: Any, node: RNode) -> tuple[str, dict, list[str]]:
-    """Source of ``rest(delta)``: a delta of ``node`` whose indexes already hold it (the bulk
-    path built them) propagated from node's step upwards, tuple by tuple."""
+def gen_rest(trep: Any, node: RNode, own: bool) -> tuple[str, dict, list[str]]:
+    """Source of ``rest(delta)``: a delta of ``node`` propagated from node upwards, tuple by
+    tuple (``own``: node's indexes and feeds too; False when the bulk path built them)."""
     gen = _Gen(trep)
     gen.emit(0, "def rest(delta):")
     gen.emit(4, "for t, d in delta.items():")
     gen.emit(8, "if not d: continue")
-    gen.path(node, "t", "d", 8, own=False)
+    gen.path(node, "t", "d", 8, own=own)
     return gen.source(), gen.ns, gen.touched
 
 

@@ -366,7 +366,7 @@ class UpdateCode:
         self.enabled = compile_enabled()
         self.single: dict[Any, Callable[[Any, int], bool]] = {}  # table spelling -> one-row update
         self.paths: dict[tuple[int, bool], Callable | None] = {}  # (atom, recording) -> leaf path
-        self.rests: dict[int, Callable[[dict], None]] = {}  # node id -> the bulk path's hand-over
+        self.rests: dict[tuple[int, bool], Callable[[dict], None]] = {}  # the bulk path's hand-overs
         self.notes: dict[str, str] = {}
         self.sources: dict[str, str] = {}
 
@@ -430,14 +430,14 @@ class UpdateCode:
         self.paths[key] = fn
         return fn
 
-    def rest(self, node: Any, delta: dict) -> None:
-        """The bulk path's hand-over: ``node``'s delta (its indexes applied) propagated upwards
-        by generated code (one function per node, built once)."""
-        fn = self.rests.get(node.id)
+    def rest(self, node: Any, delta: dict, own: bool) -> None:
+        """The bulk path's hand-over: ``node``'s delta propagated upwards by generated code
+        (``own``: node's own indexes too, else they hold it already), one function per node."""
+        fn = self.rests.get((node.id, own))
         if fn is None:
-            src, ns, _ = gen_rest(self.view._trep, node)
-            fn = self.rests[node.id] = build(src, ns, "rest", f"rest {node.id}")
-            self.sources[f"bulk rest {node.id}"] = src
+            src, ns, _ = gen_rest(self.view._trep, node, own)
+            fn = self.rests[(node.id, own)] = build(src, ns, "rest", f"rest {node.id}")
+            self.sources[f"bulk rest {node.id}{'' if own else ' (indexes applied)'}"] = src
         fn(delta)
 
 

@@ -4,7 +4,7 @@ What the keyed chain's ``V(y) = ρ_S(y) · B(y)`` needs (engine/keyedchain.py): 
 weight per sort value and sums over ranges of values — no tuples, no buckets, nothing to
 enumerate. Values sit in sorted chunks of at most 2·B (B = 256) with a parallel list of
 weights; a prefix sum is one bisect, one C-level sum of part of a chunk and either one C-level
-sum of the chunk totals (up to 32 chunks) or a Fenwick tree over them. ``add`` is O(log n) plus
+sum of the chunk totals (up to 128 chunks) or a Fenwick tree over them. ``add`` is O(log n) plus
 O(B) C-level list work; a value whose weight reaches 0 is dropped.
 """
 
@@ -15,7 +15,7 @@ from itertools import islice
 from typing import Any
 
 _LOAD = 256
-_FEN_MIN = 32
+_FEN_MIN = 128
 
 
 class WeightOrder:
