@@ -15,12 +15,10 @@ from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
 from .bulk import BULK_MIN
-from .bulk import propagate as bulk_propagate
-from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
+from .leaves import LeafExtractor, VarClasses, ordered_variable_kinds
 from .tnotes import cost_notes, derived_steps
-from .trep import TRep, sweep_min
-from .updgen import NotCompiled, build, compile_enabled, gen_path, gen_rest, gen_single
-from .values import canonical_row
+from .trep import TRep
+from .updcode import UpdateCode
 
 Change = list[tuple[tuple, int]]
 
@@ -73,10 +71,13 @@ class View:
         self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
         self._membership = None  # built by the first contains()
-        # Generated update code (engine/updgen.py), built at a table's / leaf's first update:
-        # table spelling -> its single-row update; leaf atom -> its batch propagation (None:
-        # the interpreter). IVM_COMPILE=0 keeps the interpreter everywhere.
-        self._code = UpdateCode(self)
+        # Which code runs each update path (engine/updcode.py): generated (engine/updgen.py)
+        # or the interpreter, built at a table's / leaf's first update; IVM_COMPILE=0 keeps
+        # the interpreter everywhere.
+        self._code = UpdateCode(
+            self._trep, self._tables, self._extractors, self._arity, self._kinds, self._subscribers,
+            [a.alias for a in gcq.atoms], self._materialized is None and not self._weights,
+            self._commit_one, self._core._code if self._core is not None else None, self._core_extractor)
         self._upd = self._code.single  # table spelling -> its single-row update (hot path)
 
     # -- introspection ------------------------------------------------------------------
@@ -203,24 +204,11 @@ class View:
     def _single(self, table: str, row: Any, k: int) -> bool:
         """Fast path for one row (same checks as a batch). Returns False to defer to the
         general path for anything unusual (a table of the core, a non-tuple row)."""
-        fn = self._upd.get(table)
-        if fn is None:
-            fn = self._code.single_fn(table)
-            if fn is None:
-                return False
-            self._upd[table] = fn
-        return fn(row, k)
+        return self._code.single_row(table, row, k)
 
-    def _fast_entry(self, table: Any) -> tuple | None:
-        """``(name, stored rows, leaf extractors, arity, plain)`` of a table spelled ``table``
-        ("R" for r) (``plain``: no core, no materialized result, no ring payloads — fixed when
-        the view is built); None for a name this view does not store itself."""
-        name = table.lower() if type(table) is str else table
-        store = self._tables.get(name)
-        if store is None:
-            return None
-        plain = self._core is None and self._materialized is None and not self._weights
-        return (name, store, tuple(self._extractors.get(name, ())), self._arity[name], plain)
+    def _commit_one(self, name: str, changes: dict[tuple, int]) -> None:
+        """Both phases for one table's validated changes (the single-row path's general case)."""
+        self._commit(self._prepare_validated([(name, changes)]), want_change=False)
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
         """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing)."""
@@ -303,7 +291,7 @@ class View:
                     _merge(store, changes.items())
             # Self-joins: one leaf at a time, fully propagated (ALGORITHMS.md §4).
             for atom, delta in per_atom:
-                self._propagate(atom, delta, change)
+                self._code.propagate(atom, delta, change)
             if core_steps is not None:
                 core_change = self._core._commit(core_steps, want_change=True)
                 if core_change:
@@ -315,7 +303,7 @@ class View:
                             delta[t] = delta.get(t, 0) + k
                     delta = {t: k for t, k in delta.items() if k}
                     if delta:
-                        self._propagate(ex.atom, delta, change)
+                        self._code.propagate(ex.atom, delta, change)
         self._trep.bump()
         if change is None:
             return None
@@ -330,151 +318,8 @@ class View:
                 cb(list(result))
         return result
 
-    def _propagate(self, atom: int, delta: dict[tuple, int], change: dict[tuple, int] | None) -> None:
-        trep = self._trep
-        code = self._code
-        if change is None and len(delta) >= BULK_MIN and code.enabled:
-            bulk_propagate(trep, atom, delta, code.rest)
-            return
-        fn = code.path(atom, change is not None)
-        if change is None:
-            if fn is not None:
-                fn(delta)
-            else:
-                trep.propagate(atom, delta)
-            return
-        record: dict[int, dict] = {}
-        if fn(delta, record) if fn is not None else trep.propagate(atom, delta, record):
-            for row, m in trep.delta_rows(atom, record):
-                change[row] = change.get(row, 0) + m
-
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         return self._commit(self._prepare(batch), want_change)
-
-
-_MISSING = object()
-
-
-class UpdateCode:
-    """Which code runs each update path of one view, built at the path's first use and kept:
-    generated functions (engine/updgen.py) where generation applies, the interpreter
-    (``TRep.propagate``, :func:`single_generic`) elsewhere or under ``IVM_COMPILE=0``, with
-    ``notes`` saying which and why (``View.update_paths()``) and ``sources`` the generated text."""
-
-    def __init__(self, view: View) -> None:
-        self.view = view
-        self.enabled = compile_enabled()
-        self.single: dict[Any, Callable[[Any, int], bool]] = {}  # table spelling -> one-row update
-        self.paths: dict[tuple[int, bool], Callable | None] = {}  # (atom, recording) -> leaf path
-        self.rests: dict[tuple[int, bool], Callable[[dict], None]] = {}  # the bulk path's hand-overs
-        self.notes: dict[str, str] = {}
-        self.sources: dict[str, str] = {}
-
-    def single_fn(self, table: Any) -> Callable[[Any, int], bool] | None:
-        """The single-row update of a table spelled ``table``: generated code, or the generic
-        path (:func:`single_generic`) where generation is off or does not apply."""
-        v = self.view
-        entry = v._fast_entry(table)
-        if entry is None:
-            return None
-        name, store, exs, arity, plain = entry
-
-        def generic(row: Any, k: int) -> bool:
-            return single_generic(v, entry, row, k)
-
-        label = f"insert/delete {name}"
-        if not self.enabled:
-            self.notes[label] = "interpreter: IVM_COMPILE=0"
-            return generic
-        core = None
-        c = v._core
-        if c is not None and v._materialized is None and not v._weights and c._materialized is None \
-                and c._core is None and not c._weights:
-            core = (c._trep, list(c._extractors.get(name, ())),
-                    lambda atom: c._code.path(atom, True), v._core_extractor)
-        elif not plain:
-            self.notes[label] = ("interpreter: the view has a materialized result or ring payloads "
-                                 "(updates need the delta)")
-            return generic
-        try:
-            src, ns, touched = gen_single(v._trep, name, arity, store, list(exs), v._kinds,
-                                          v._subscribers, generic, core)
-        except NotCompiled as e:
-            self.notes[label] = f"interpreter: {e}"
-            return generic
-        self.sources[label] = src
-        self.notes[label] = "generated: " + (", ".join(dict.fromkeys(touched)) or "the store only")
-        return build(src, ns, "upd", f"update {name}")
-
-    def path(self, atom: int, record: bool) -> Callable | None:
-        """Leaf ``atom``'s generated batch propagation (``record``: also filling the deltas
-        delta enumeration reads), or None (the interpreter)."""
-        key = (atom, record)
-        fn = self.paths.get(key, _MISSING)
-        if fn is not _MISSING:
-            return fn
-        v = self.view
-        label = f"{'change of' if record else 'batch'} {v.plan.gcq.atoms[atom].alias}"
-        fn = None
-        if not self.enabled:
-            self.notes[label] = "interpreter: IVM_COMPILE=0"
-        else:
-            try:
-                src, ns, touched = gen_path(v._trep, atom, sweep_min(), v._trep.propagate, record)
-            except NotCompiled as e:
-                self.notes[label] = f"interpreter: {e}"
-            else:
-                self.sources[label] = src
-                self.notes[label] = "generated: " + ", ".join(dict.fromkeys(touched))
-                fn = build(src, ns, "path", f"{'record ' if record else ''}path {atom}")
-        self.paths[key] = fn
-        return fn
-
-    def rest(self, node: Any, delta: dict, own: bool) -> None:
-        """The bulk path's hand-over: ``node``'s delta propagated upwards by generated code
-        (``own``: node's own indexes too, else they hold it already), one function per node."""
-        fn = self.rests.get((node.id, own))
-        if fn is None:
-            src, ns, _ = gen_rest(self.view._trep, node, own)
-            fn = self.rests[(node.id, own)] = build(src, ns, "rest", f"rest {node.id}")
-            self.sources[f"bulk rest {node.id}{'' if own else ' (indexes applied)'}"] = src
-        fn(delta)
-
-
-def single_generic(view: View, entry: tuple, row: Any, k: int) -> bool:
-    """The interpreted single-row path of ``view`` (the reference for the generated one)."""
-    if type(row) is not tuple:
-        return False
-    name, store, exs, arity, plain = entry
-    if len(row) != arity:
-        raise bad_row(name, row, arity)
-    row = canonical_row(row)
-    try:
-        have = store.get(row, 0)
-    except TypeError:
-        raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
-    if have + k < 0:
-        raise UpdateError(f"cannot delete {row!r} from {name!r}: it is not present; no change was applied")
-    if not plain or view._subscribers:
-        view._commit(view._prepare_validated([(name, {row: k})]), want_change=False)
-        return True
-    pending: dict[str, str] = {}
-    trep = view._trep
-    leaf = []
-    for ex in exs:  # self-joins: every leaf checked first, then one leaf at a time
-        t = ex.leaf_tuple(row, pending)
-        if t is not None:
-            leaf.append((ex.atom, t))
-    if pending:
-        view._kinds.update(pending)
-    if have + k:
-        store[row] = have + k
-    else:
-        del store[row]
-    for atom, t in leaf:
-        trep.propagate(atom, {t: k})
-    trep.bump()
-    return True
 
 
 class Prepared:
