@@ -6,14 +6,16 @@ from collections.abc import Iterable
 
 from .engine.aggregates import AggregateView
 from .engine.nested import NestedView
+from .engine.outerjoin import JoinView
 from .engine.project import ProjectView
 from .engine.semijoin import SemiJoinView
 from .engine.union import SetOpView
 from .engine.view import View
 from .errors import IVMError
 from .planner import plan
-from .query import GCQ, Derived, Predicate, SemiJoin, SetOperation
+from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation, WindowQuery
 from .sql import translate_select
+from .sql.constants import constant_inputs
 from .sql.params import HIDDEN, extract_params
 from .sql.setops import translate_definition
 
@@ -31,8 +33,25 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     output columns that become input parameters (paper 004); placeholders ``col = $name``,
     ``$1``, ``?`` (and ranges ``col > $p``, ``BETWEEN $lo AND $hi``) in the SQL do the same.
     A parameterized view answers ``view.lookup(**inputs)`` (``planner/params.py``,
-    ``engine/lookup.py``).
+    ``engine/lookup.py``). Cost: parsing and planning, polynomial in the query's size; the
+    view starts empty.
+
+    Examples:
+        >>> view = compile_view(
+        ...     "SELECT * FROM trans S1, trans S2, trans L "
+        ...     "WHERE S1.ts < S2.ts AND S2.ts < L.ts AND L.ts < S1.ts + 3600 "
+        ...     "AND S1.acc = S2.acc AND S2.acc = L.acc "
+        ...     "AND S1.amnt < 100 AND S2.amnt < 100 AND L.amnt > 400",
+        ...     {"trans": ["id", "acc", "ts", "amnt"]})
+        >>> view.insert("trans", (1, 7, 100, 50)); view.insert("trans", (2, 7, 200, 60))
+        >>> view.diff({"trans": [((3, 7, 300, 500), 1)]})
+        [((1, 7, 100, 50, 2, 7, 200, 60, 3, 7, 300, 500), 1)]
+        >>> view.query_class, len(view)
+        ('free-connex', 1)
     """
+    rewritten, constants = constant_inputs(sql, dialect)
+    if constants:  # SELECT 1, VALUES, generate_series(…): static tables loaded once
+        return _with_constants(sql, rewritten, constants, schema, dialect, static, params)
     static = _static_names(static, schema)
     params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
     rewritten, placeholders, ranges = extract_params(sql, dialect)
@@ -40,6 +59,10 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
     if not (static or params or placeholders or ranges):
         return _build(translate_definition(sql, schema, dialect=dialect), sql)
+    if not isinstance(translate_definition(rewritten, schema, dialect=dialect), GCQ):
+        raise IVMError("static tables and parameters are supported for select–project–join views only (not "
+                       "yet with outer joins, set operations, subquery conditions, FROM subqueries, window "
+                       "functions or ORDER BY … LIMIT)")
     gcq = translate_select(rewritten, schema, dialect=dialect)
     if gcq.aggregate is not None:
         raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
@@ -96,6 +119,37 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
                      eq_params=names, ranges=rng)
 
 
+def _with_constants(sql: str, rewritten: str, constants: list, schema: dict, dialect: str,
+                    static: Iterable[str], params: Iterable[str]):
+    from .engine.constant import ConstantInputs
+
+    full = dict(schema) if isinstance(schema, dict) else {}
+    for t in constants:
+        full[t.name] = dict(zip(t.columns, t.types))
+    names = [t.name for t in constants]
+    static = [static] if isinstance(static, str) else list(static)
+    try:
+        inner = _compile_with(sql, rewritten, full, dialect, static, params, names)
+    except IVMError as e:  # speak of what the user wrote, not of the constant tables
+        text = str(e)
+        for t in constants:
+            text = text.replace(f" FROM {t.name}", "") if t.columns == ["__unit"] else text.replace(t.name, t.text)
+        raise type(e)(text) from None
+    return ConstantInputs(inner, constants, sql)
+
+
+def _compile_with(sql: str, rewritten: str, full: dict, dialect: str, static: list, params, names: list):
+    if static or params:
+        inner = compile_view(rewritten, full, dialect, static=[*static, *names], params=params)
+    else:
+        d = translate_definition(rewritten, full, dialect=dialect)
+        if isinstance(d, GCQ) and d.aggregate is None and d.projection is None and len(d.atoms) > 1:
+            inner = _static_view(d, sql, _static_names(names, full))  # 003: constants are static tables
+        else:
+            inner = _build(d, sql)
+    return inner
+
+
 def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:
     if isinstance(static, str):
         static = [s for s in static.split(",")]
@@ -132,6 +186,10 @@ def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
     if isinstance(d, SemiJoin):  # [NOT] EXISTS / [NOT] IN (SELECT …): per-key counts of the subquery
         return SemiJoinView(d.mode, _build(d.left, ""), _build(d.right, ""), d.nkeys, d.columns, d.distinct,
                             sql, d.text)
+    if isinstance(d, WindowQuery):  # window functions, Top-N, ORDER BY … LIMIT
+        return _window(d, sql)
+    if isinstance(d, JoinQuery):  # outer joins over several tables: a tree of join nodes
+        return ProjectView(_join_tree(d.tree), d.projection, sql)
     if isinstance(d, SetOperation):  # UNION / EXCEPT / INTERSECT [ALL] of two views
         return SetOpView(d.kind, d.all, _build(d.branches[0], ""), _build(d.branches[1], ""), d.columns, sql)
     if d.projection is not None:  # computed columns / residual filters on top of the join
@@ -139,3 +197,45 @@ def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
     if d.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
         return AggregateView(d, sql)
     return View(plan(d), sql)
+
+
+def _join_tree(t: JoinTree) -> JoinView:
+    from .engine.outerjoin import key_function
+    from .engine.scalar import compile_condition, compile_scalar
+
+    left = _join_tree(t.left) if isinstance(t.left, JoinTree) else _build(t.left, "")
+    right = _join_tree(t.right) if isinstance(t.right, JoinTree) else _build(t.right, "")
+    lpos = {v: i for i, v in enumerate(t.left_vars)}
+    rpos = {v: i for i, v in enumerate(t.right_vars)}
+    keys = []
+    for exprs, cond, pos in ((t.left_keys, t.left_cond, lpos), (t.right_keys, t.right_cond, rpos)):
+        keys.append(key_function([compile_scalar(e, pos, t.dialect) for e in exprs],
+                                 compile_condition(cond, pos, t.dialect) if cond is not None else None))
+    both = {v: i for i, v in enumerate(t.vars)}
+    residual = compile_condition(t.residual, both, t.dialect) if t.residual is not None else None
+    return JoinView(t.kind, left, right, (keys[0], keys[1]), residual, t.vars, t.text)
+
+
+def _window(d: WindowQuery, sql: str):
+    """The inner view, one WindowView per OVER clause, and the SELECT list on top: read lazily
+    when it only reorders the columns and keeps every inner column (the rows stay distinct),
+    else through a ProjectView (which keeps the count of each output row)."""
+    from .engine.window import WindowView
+
+    view = _build(d.inner, "")
+    spec = d.projection
+    width = len(view.columns)
+    lazy = None
+    if not spec.residual and not spec.distinct and all(e[0] == "var" for e in spec.exprs):
+        picked = [d.names.index(e[1]) for e in spec.exprs]
+        if set(range(width)) <= set(picked):
+            lazy = picked
+    end = width
+    for i, level in enumerate(d.levels):
+        end += len(level.funcs)
+        last = i == len(d.levels) - 1
+        view = WindowView(view, level, d.names[:end], spec.dialect, output=lazy if last else None,
+                          labels=spec.columns if last and lazy is not None else None, sql=sql if last else "")
+    if lazy is not None:
+        return view
+    return ProjectView(view, spec, sql)

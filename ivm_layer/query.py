@@ -344,3 +344,85 @@ class Derived:
 
     nested: list
     outer: Any
+
+
+@dataclass
+class JoinTree:
+    """One join of a join tree with outer joins: ``left <kind> JOIN right``. ``left`` / ``right``
+    are definitions (the rows of one table or of an inner join, their columns the variables
+    ``left_vars`` / ``right_vars``, ``"alias.column"``) or further :class:`JoinTree` nodes. The ON
+    condition is split into key expressions (``left_keys[i] = right_keys[i]``), a condition on
+    each side's own columns (a row failing it never matches) and, for inner joins only, a
+    ``residual`` condition on the joined row. Expression trees as in :class:`ProjectionSpec`."""
+
+    kind: str  # "inner" | "left" | "right" | "full"
+    left: Any
+    right: Any
+    left_vars: list[str]
+    right_vars: list[str]
+    left_keys: list[tuple] = field(default_factory=list)
+    right_keys: list[tuple] = field(default_factory=list)
+    left_cond: tuple | None = None
+    right_cond: tuple | None = None
+    residual: tuple | None = None
+    text: str = ""
+    dialect: str = "duckdb"
+
+    @property
+    def vars(self) -> list[str]:
+        return list(self.left_vars) + list(self.right_vars)
+
+
+@dataclass
+class JoinQuery:
+    """A SELECT over a join tree with outer joins: ``projection`` reads the tree's variables
+    (its ``residual`` holds the WHERE conditions that could not move into an input)."""
+
+    tree: JoinTree
+    projection: ProjectionSpec
+    aliases: dict[str, str] = field(default_factory=dict)  # alias -> table (types, EXPLAIN)
+
+
+# -- window functions -----------------------------------------------------------------------
+RANKING = ("row_number", "rank", "dense_rank")
+
+
+@dataclass(frozen=True)
+class WindowFunc:
+    """One window function of a level: ``func`` over the input position ``arg`` (None for
+    ``COUNT(*)`` and the ranking functions); ``frame`` is ``"rows"``, ``"range"`` or
+    ``"partition"``; ``offset`` / ``default`` are LAG's and LEAD's."""
+
+    func: str
+    arg: int | None = None
+    frame: str = "range"
+    offset: int = 1
+    default: Any = None
+    text: str = ""
+
+
+@dataclass(frozen=True)
+class WindowSpec:
+    """``OVER (PARTITION BY partition ORDER BY order)`` (positions of the input row; order items
+    are ``(position, descending, nulls_first)``), its functions, and an optional Top-N filter
+    ``cap = (function index, lo, hi)``: only rows whose ranking value is in ``[lo, hi]``."""
+
+    partition: tuple[int, ...]
+    order: tuple[tuple[int, bool, bool], ...]
+    funcs: tuple[WindowFunc, ...]
+    cap: tuple[int, int, float] | None = None
+    text: str = ""
+
+
+@dataclass
+class WindowQuery:
+    """A SELECT with window functions: ``inner`` (any definition) gives the rows and the
+    expressions the windows read; ``levels`` (one per distinct OVER clause) each append their
+    functions' values to the row; ``names`` names every position of the resulting row (the inner
+    columns, then each level's functions); ``projection`` reads those names (the SELECT list, the
+    filters that stay on top). A level's ``cap`` is a Top-N filter on one of its ranking values."""
+
+    inner: Any
+    levels: list
+    names: list[str]
+    projection: ProjectionSpec

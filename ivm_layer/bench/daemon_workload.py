@@ -201,10 +201,11 @@ class Daemon:
         self.proc.wait(30)
         self.log.close()
 
-    def terminate(self, timeout: float = 60) -> int:
-        """SIGTERM to the daemon (the driver stops the query and exits)."""
+    def terminate(self, timeout: float = 60, group: bool = False) -> int:
+        """SIGTERM to the daemon (the driver stops the query and exits); ``group``: to its whole
+        process group, Spark's JVM included, as a supervisor or Ctrl-C in a terminal does."""
         if self.proc.poll() is None:
-            os.kill(self.proc.pid, signal.SIGTERM)
+            (os.killpg if group else os.kill)(self.proc.pid, signal.SIGTERM)
             try:
                 self.proc.wait(timeout)
             except subprocess.TimeoutExpired:

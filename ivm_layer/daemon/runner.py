@@ -15,6 +15,7 @@ inside Spark (:mod:`.shards`).
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import signal
@@ -60,7 +61,7 @@ class DriverEngine:
         self.store = CheckpointStore(os.path.join(cfg.checkpoint, "engine"), defs)
         self.sinks = sinks
         self.writer = SinkWriter(sinks)
-        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types) for d in defs}
+        layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types, d.columns) for d in defs}
         for s in sinks:
             s.prepare(layouts, fresh=self.store.last_batch < 0)
         t0 = time.monotonic()
@@ -399,6 +400,14 @@ def run(cfg: DaemonConfig) -> int:
             query.stop()
     except Exception as e:  # noqa: BLE001 - report the query's failure and exit non-zero
         first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        if stop_requested:
+            # SIGTERM/SIGINT to the process group (a supervisor, Ctrl-C) reaches Spark's JVM too
+            # and ends the query under us: the running batch is abandoned, not failed — the
+            # checkpoint and the log replay it at the next start
+            log.warning("stopped (signal %d): the running batch was abandoned (%s); the next start "
+                        "replays it", stop_requested[0], first[:200])
+            status.set(state="stopped", abandoned_batch=True)
+            return 0
         status.set(state="failed", error=first[:500])
         print(f"ivm daemon: the streaming query failed: {first}", file=sys.stderr)
         return 1
@@ -410,11 +419,15 @@ def run(cfg: DaemonConfig) -> int:
         status.set(state="failed", error=str(unflushed)[:500])
         print(f"ivm daemon: writing the last batch to the sinks failed: {unflushed}", file=sys.stderr)
         return 1
-    exc = query.exception()
+    try:
+        exc = query.exception()
+    except Exception as e:  # noqa: BLE001 - Spark's JVM is gone (it got the signal too)
+        exc = None if stop_requested else e
     if exc is not None:
         status.set(state="failed", error=str(exc)[:500])
         print(f"ivm daemon: the streaming query failed: {exc}", file=sys.stderr)
         return 1
     status.set(state="stopped")
-    spark.stop()
+    with contextlib.suppress(Exception):  # the JVM may have been stopped by the same signal
+        spark.stop()
     return 0

@@ -125,7 +125,7 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
     disjoint = {d.name for d in defs if ViewRouter(d, types, cfg.shards).disjoint}
     # the sinks' layouts come from the unrewritten views (same columns, same types)
     views = compile_defs(defs, types)
-    layouts = {d.name: view_layout(views[d.name], pg_schema, d.types) for d in defs}
+    layouts = {d.name: view_layout(views[d.name], pg_schema, d.types, d.columns) for d in defs}
     import os
 
     fresh = not os.path.isdir(os.path.join(cfg.checkpoint, "spark", "commits")) or \

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 from ..engine.view import Change, View
 from ..errors import IVMError
+from ..sql.statements import named_columns
 from .sinkrows import DIGEST_COMMENT, CopyRows, qi, row_key
 
 _count = operator.itemgetter(1)
@@ -71,16 +72,17 @@ def refuse_negative(view: str, label: str, dropped: list[tuple[object, int]]) ->
 
 
 def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]],
-                types: list[str] | None = None) -> tuple[list[str], list[str]]:
+                types: list[str] | None = None, listed: list[str] | None = None) -> tuple[list[str], list[str]]:
     """The view's column names and PostgreSQL types: ``types`` as the source database typed
-    the view's query (``pgsource.view_types``), else the type of the base column each output
-    column reads (which covers plain join views only)."""
-    gcq = view.plan.gcq
+    the view's query (``pgsource.view_types``; any view, also one made of several), else the
+    type of the base column each output column reads (which covers plain join views only).
+    ``listed``: the names of the view's column list, for its first columns."""
     if types is not None:
         if len(types) != len(view.columns):
             raise SinkError(f"the source types {len(types)} columns of the view, the engine has "
                             f"{len(view.columns)}")
-        return list(view.columns), list(types)
+        return named_columns("", listed, list(view.columns)), list(types)
+    gcq = view.plan.gcq
     if gcq.aggregate is not None:
         raise SinkError("the column types of an aggregate view come from the source database: "
                         "pass them as types=")
@@ -94,7 +96,7 @@ def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]],
         if found is None:
             raise SinkError(f"cannot tell the SQL type of view column {col!r}")
         types.append(found)
-    return list(gcq.columns), types
+    return named_columns("", listed, list(gcq.columns)), types
 
 
 class Sink:

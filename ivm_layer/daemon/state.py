@@ -58,6 +58,8 @@ class ViewDef:
     types: list[str] | None = None
     #: ``WITH (static = '…')``: tables the view treats as static (paper 003)
     static: list[str] = field(default_factory=list)
+    #: ``CREATE … VIEW v (a, b) AS …``: names of the first columns (PostgreSQL's rule)
+    columns: list[str] | None = None
 
 
 def parse_views(text: str) -> list[ViewDef]:
@@ -73,7 +75,7 @@ def parse_views(text: str) -> list[ViewDef]:
         if any(v.name == name for v in out):
             raise IVMError(f"view {name!r} is defined twice in the views file")
         out.append(ViewDef(name, stmt.select_sql, stmt.materialized, [t.lower() for t in stmt.tables],
-                           static=list(stmt.static)))
+                           static=list(stmt.static), columns=list(stmt.columns) if stmt.columns else None))
     if not out:
         raise IVMError("the views file defines no CREATE INCREMENTAL VIEW")
     return out

@@ -35,6 +35,7 @@ from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
 from .exact import EXACT, numeric_avg
 from .leaves import value_kind
 from .scalar import SCALAR_TAGS, compile_scalar
+from .fsum import FloatSum, exact, plain
 from .values import canonical
 from .view import Prepared, View, subscribe_to
 from .view import chunked_rows as _chunks
@@ -290,12 +291,12 @@ class Multiset:
             if self.sorted is not None:
                 self.sorted.add(value)
             if self.summed:
-                self.dsum = _add(self.dsum, value)
+                self.dsum = _add(self.dsum, exact(value))
         elif before and after == 0:
             if self.sorted is not None:
                 self.sorted.remove(value)
             if self.summed:
-                self.dsum = _add(self.dsum, -value)
+                self.dsum = _add(self.dsum, -exact(value))
 
 
 def _add(a: Any, b: Any) -> Any:
@@ -335,14 +336,14 @@ def _reader(agg: Aggregate, slots: dict[tuple, _Slot], dialect: str = "duckdb") 
         if agg.func == "count":
             return lambda st: len(st[i].counts)
         if agg.func == "sum":
-            return lambda st: (math.nan if _NAN in st[i].counts else st[i].dsum) if st[i].counts else None
+            return lambda st: (math.nan if _NAN in st[i].counts else plain(st[i].dsum)) if st[i].counts else None
         return lambda st: math.nan if _NAN in st[i].counts else _avg(st[i].dsum, len(st[i].counts))
     n = slots[("nonnull", agg.arg)].index
     if agg.func == "count":
         return lambda st: st[n]
     s = slots[("sum", agg.arg)].index
     if agg.func == "sum":
-        return lambda st: st[s] if st[n] else None
+        return lambda st: plain(st[s]) if st[n] else None
     if dialect == "postgres":  # AVG(numeric) is a numeric in PostgreSQL
         return lambda st: numeric_avg(st[s], st[n]) if isinstance(st[s], Decimal) else _avg(st[s], st[n])
     return lambda st: _avg(st[s], st[n])
@@ -352,6 +353,8 @@ def _avg(total: Any, n: int) -> float | None:
     """AVG as DuckDB returns it: DOUBLE (also for DECIMAL input); NULL over no values."""
     if not n:
         return None
+    if type(total) is FloatSum:
+        return total.mean(n)
     if isinstance(total, int):
         return total / n  # exact int division to the nearest double
     return float(total) / n
@@ -710,7 +713,7 @@ class AggregateView:
                 if kind == "nonnull":
                     st[i] += k
                 elif kind == "sum":
-                    st[i] = _add(st[i], k * v)
+                    st[i] = _add(st[i], k * exact(v))
                 else:
                     st[i].add(v, k)
         change = self._refresh(touched)
@@ -777,6 +780,6 @@ def _vec_weight(width: int, comps: list[tuple[int, bool, Callable[[tuple], Any]]
         for j, is_sum, fn in comps:
             x = fn(row)
             if x is not None:
-                v[j] = x if is_sum else 1
+                v[j] = exact(x) if is_sum else 1
         return Vec(1, tuple(v))
     return weight

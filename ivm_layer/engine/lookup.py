@@ -80,7 +80,18 @@ class ParamView(View):
 
     def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
         """``(row over columns, multiplicity)`` of the view for these inputs (SQL semantics: a
-        NULL input matches nothing)."""
+        NULL input matches nothing).
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> recent = compile_view("SELECT t.id, t.amount FROM trans t WHERE t.acc = $acc",
+            ...                       {"trans": ["id", "acc", "amount"]})
+            >>> recent.apply({"trans": [((1, 7, 50), 1), ((2, 7, 60), 1), ((3, 8, 70), 1)]})
+            >>> recent.params, recent.columns, sorted(recent.lookup(acc=7))
+            (['acc'], ['id', 'amount'], [((1, 50), 1), ((2, 60), 1)])
+            >>> list(recent.lookup(9)), list(recent.lookup(acc=None))  # positionally; NULL matches nothing
+            ([], [])
+        """
         values = dict(zip(self.params, self._inputs(args, kwargs)))
         if any(v is None for v in values.values()):
             return iter(())

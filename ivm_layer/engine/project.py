@@ -33,7 +33,8 @@ class ProjectView(CompositeView):
         self.inner = inner
         self.spec = spec
         self.columns: list[str] = list(spec.columns)
-        pos = {v: i for i, v in enumerate(inner.plan.gcq.output)}
+        # a composite inner view (a join tree, a window) names its row positions itself
+        pos = getattr(inner, "positions", None) or {v: i for i, v in enumerate(inner.plan.gcq.output)}
         self._fns = [compile_scalar(e, pos, spec.dialect) for e in spec.exprs]
         self._keep = [compile_condition(e, pos, spec.dialect) for e in spec.residual]
         self._counts: dict[tuple, int] = {}

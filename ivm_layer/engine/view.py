@@ -94,7 +94,17 @@ class View:
         return self.plan.klass
 
     def explain(self) -> str:
-        """The plan: class, costs, what is materialized, and the GJT with its connex subset N."""
+        """The plan: class, costs, what is materialized, and the GJT with its connex subset N.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> for line in v.explain().splitlines()[2:5]:
+            ...     print(line)
+            class: q-hierarchical
+            materialized: nothing beyond the T-representation (memory linear in the input)
+            update cost: O(1) per single-tuple update of a table (every leaf-to-root path is a guard path)
+        """
         head = [f"view columns: {', '.join(self.columns)}", f"query: {self.plan.gcq}"]
         st = self.stats()
         stats = (f"state: {st['base_rows']} base rows, {st['index_entries']} index entries"
@@ -108,7 +118,15 @@ class View:
         """What the view stores, in tuples (the memory accounting behind ``explain()``):
         ``base_rows`` (distinct rows of the input tables), ``index_entries`` (entries of the
         T-representation's indexes), ``core_entries`` (of a materialized cyclic core),
-        ``materialized_rows`` (a materialized projected result) and their sum ``stored``."""
+        ``materialized_rows`` (a materialized projected result) and their sum ``stored``.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> v.stats()["base_rows"], v.stats()["materialized_rows"]
+            (3, 0)
+        """
         out = {"base_rows": sum(len(t) for t in self._tables.values()),
                "index_entries": self._trep.size(),
                "core_entries": self._core._trep.size() if self._core is not None else 0,
@@ -131,7 +149,15 @@ class View:
     def rows(self) -> Iterator[tuple[tuple, int]]:
         """Iterate ``(row, multiplicity)`` with constant delay (free-connex) or from the
         materialized result (not free-connex). Updating the view while this iterator is
-        open makes its next step raise :class:`ConcurrentModificationError`."""
+        open makes its next step raise :class:`ConcurrentModificationError`.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((1, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> list(v.rows()), list(v), len(v)
+            ([((1, 10, 'x'), 2)], [(1, 10, 'x'), (1, 10, 'x')], 2)
+        """
         if self._materialized is not None:
             return materialized_rows(self._materialized, self._distinct, self._trep)
         return self._trep.enumerate()
@@ -139,7 +165,15 @@ class View:
     def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
         """The rows of :meth:`rows` as lists of about ``size`` ready ``(row, multiplicity)``
         pairs (the innermost loop of the enumeration runs at C speed). Updating the view while
-        this iterator is open makes its next step raise :class:`ConcurrentModificationError`."""
+        this iterator is open makes its next step raise :class:`ConcurrentModificationError`.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((i, 10), 1) for i in range(3)], "s": [((10, "x"), 1)]})
+            >>> [len(batch) for batch in v.rows_batches(2)]
+            [2, 1]
+        """
         if self._materialized is not None:
             items = ((row, 1) for row in self._materialized) if self._distinct else self._materialized.items()
             return chunked_rows(items, size, self._trep)
@@ -148,7 +182,15 @@ class View:
     def contains(self, row: Iterable[Any]) -> int:
         """The multiplicity of ``row`` in the view (0 if absent; 1 for a DISTINCT view's row).
         O(1) for a free-connex view (one probe per node of N, 002 §3), a dict lookup for a
-        materialized result."""
+        materialized result.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> v.contains((1, 10, "x")), v.contains((2, 10, "x"))
+            (1, 0)
+        """
         row = probe_row(row, self.columns)
         if self._materialized is not None:
             k = self._materialized.get(row, 0)
@@ -168,18 +210,36 @@ class View:
 
     def __len__(self) -> int:
         """Total multiplicity, O(1): the count kept at the GJT root (for DISTINCT, the number
-        of distinct rows)."""
+        of distinct rows).
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1), ((10, "y"), 1)]})
+            >>> len(v)
+            4
+        """
         if self._distinct:
             return len(self._materialized)
         return self._trep.count
 
     def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
+        """Only parameterized views answer lookups (``engine/lookup.py``); this one raises
+        :class:`IVMError` saying how to declare parameters."""
         raise IVMError("this view has no input parameters: declare them with col = $name placeholders "
                        "in WHERE or compile_view(..., params=(...)), then call lookup(name=value)")
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, table: str, row: Iterable[Any]) -> None:
-        """Insert one row (multiplicity +1)."""
+        """Insert one row (multiplicity +1).
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.insert("r", (1, 10)); v.insert("s", (10, "x"))
+            >>> list(v.rows())
+            [((1, 10, 'x'), 1)]
+        """
         fn = self._upd.get(table)
         if fn is not None and fn(row, 1):
             return
@@ -187,7 +247,18 @@ class View:
             self._apply_checked({table: [(row, 1)]}, want_change=False)
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
-        """Delete one row (multiplicity -1); raises UpdateError if the row is not present."""
+        """Delete one row (multiplicity -1); raises UpdateError if the row is not present.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.insert("r", (1, 10)); v.delete("r", (1, 10)); len(v)
+            0
+            >>> v.delete("r", (1, 10))
+            Traceback (most recent call last):
+            ...
+            ivm_layer.errors.UpdateError: cannot delete (1, 10) from 'r': it is not present; no change was applied
+        """
         fn = self._upd.get(table)
         if fn is not None and fn(row, -1):
             return
@@ -211,23 +282,66 @@ class View:
         self._commit(self._prepare_validated([(name, changes)]), want_change=False)
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
-        """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing)."""
+        """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing).
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1), ((2, 10), 1)], "s": [((10, "x"), 1)]})
+            >>> v.apply({"r": [((3, 10), 1), ((9, 9), -1)]})  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ivm_layer.errors.UpdateError: cannot delete 1 copy of (9, 9) from 'r': it is not present; ...
+            >>> len(v)
+            2
+        """
         self._apply_checked(batch, want_change=False)
 
     def diff(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> Change:
-        """Apply a batch and return the view's change ``[(row, Δk)]``, consolidated."""
+        """Apply a batch and return the view's change ``[(row, Δk)]``, consolidated.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.apply({"r": [((1, 10), 1)]})
+            >>> v.diff({"s": [((10, "x"), 1)]})
+            [((1, 10, 'x'), 1)]
+            >>> sorted(v.diff({"r": [((1, 10), -1), ((2, 10), 1)]}))
+            [((1, 10, 'x'), -1), ((2, 10, 'x'), 1)]
+        """
         return self._apply_checked(batch, want_change=True)
 
     def prepare(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> "Prepared":
         """Phase one of a two-phase update: validate ``batch`` and compute everything the update
         needs. Raises :class:`UpdateError` for a bad batch; changes nothing. Hand the result to
         :meth:`commit` before any other update of this view (sessions use the pair to update
-        several views all-or-nothing)."""
+        several views all-or-nothing).
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> n = compile_view("SELECT count(*) AS n FROM r", {"r": ["a", "b"]})
+            >>> batch = {"r": [((1, 10), 1)]}
+            >>> steps = [(view, view.prepare(batch)) for view in (v, n)]  # nothing changed yet
+            >>> [view.commit(p, want_change=True) for view, p in steps]
+            [[], [((0,), -1), ((1,), 1)]]
+        """
         return Prepared(self, self._trep.version, self._prepare(batch))
 
     def commit(self, prepared: "Prepared", want_change: bool = False) -> Change | None:
         """Phase two: apply a :meth:`prepare`-d batch (cannot fail). Returns the view's
-        consolidated change when ``want_change``."""
+        consolidated change when ``want_change``.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> p = v.prepare({"r": [((1, 10), 1)]})
+            >>> v.insert("s", (10, "x"))  # another update first: the prepared batch is stale
+            >>> v.commit(p)  # doctest: +ELLIPSIS
+            Traceback (most recent call last):
+            ...
+            ivm_layer.errors.UpdateError: this prepared batch is stale: the view changed since prepare(); ...
+        """
         if prepared.view is not self or prepared.version != self._trep.version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); "
                               "prepare it again")
@@ -235,7 +349,17 @@ class View:
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
         """Call ``callback(change)`` after every update that changes the view. Returns an
-        unsubscribe function."""
+        unsubscribe function.
+
+        Examples:
+            >>> from ivm_layer import compile_view
+            >>> v = compile_view("SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+            >>> v.insert("s", (10, "x"))
+            >>> stop = v.subscribe(lambda change: print("changed:", change))
+            >>> v.insert("r", (1, 10))
+            changed: [((1, 10, 'x'), 1)]
+            >>> stop(); v.insert("r", (2, 10))  # unsubscribed: nothing printed
+        """
         return subscribe_to(self._subscribers, callback)
 
     # -- internals ----------------------------------------------------------------------

@@ -105,8 +105,18 @@ def plan_params(gcq: GCQ, params: list[str], param_vars: list[str], column_vars:
 
     ``gcq``'s atoms and predicates are the view's; ``param_vars`` are the input variables in
     parameter order and ``column_vars`` the variables of the view's columns.
+
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> q = parse_gcq("r(a, b) ⋈ s(b, c)")
+        >>> pp = plan_params(q, ["b"], ["b"], ["a", "c"])  # Q(a, c | b): look up by the join key
+        >>> pp.cqap0, pp.reason
+        (True, 'fracture hierarchical, free-dominant and input-dominant')
+        >>> plan_params(q, ["a"], ["a"], ["c"]).reason  # Q(c | a): b is bound but above a
+        'bound variable b dominates input a (not free-dominant)'
     """
-    from . import plan_from_order, split_predicates
+    from .split import split_predicates
+    from .trees import plan_from_order
 
     inputs = frozenset(param_vars)
     outputs = frozenset(column_vars) - inputs

@@ -141,8 +141,19 @@ def _rank(free: frozenset[str]):
 
 
 def plan_static(gcq: GCQ, static_tables: frozenset[str]) -> StaticPlan:
-    """Classify and plan ``gcq`` with the given static tables (see the module docstring)."""
-    from . import finish_tree, split_predicates
+    """Classify and plan ``gcq`` with the given static tables (see the module docstring).
+
+    Examples:
+        >>> from ivm_layer.gcqtext import parse_gcq
+        >>> path = parse_gcq("r(a, b) ⋈ s(b, c) ⋈ t(c, d)")
+        >>> plan_static(path, frozenset()).reason  # every table dynamic: an r or t update fans out
+        'path (b, c) between dynamic r and t avoids their shared variables'
+        >>> sp = plan_static(path, frozenset({"r"}))  # r loaded once
+        >>> sp.klass, sp.reason
+        ('C_lin', 'well-behaved and free-connex acyclic')
+    """
+    from .split import split_predicates
+    from .trees import finish_tree
 
     static_atoms = {i for i, a in enumerate(gcq.atoms) if a.relation in static_tables}
     _, joins = split_predicates(gcq)

@@ -134,6 +134,16 @@ def simplify(root: Node, in_n: set[int]) -> tuple[Node, set[int]]:
     return root, in_n
 
 
+def binarize_with_filters(root: Node, in_n: set[int],
+                          atom_filters: list[list[Predicate]]) -> tuple[Node, set[int]]:
+    """The tree made binary, each leaf with its atom's filters, then simplified."""
+    in_n = binarize(root, in_n)
+    for n in root.walk():
+        if n.is_leaf:
+            n.filters.extend(atom_filters[n.atom])
+    return simplify(root, in_n)
+
+
 def check_invariants(root: Node, in_n: set[int]) -> None:
     """Assert the GJT pair properties the engine relies on (programming errors only)."""
     assert root.id in in_n, "root must be in N"

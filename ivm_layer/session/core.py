@@ -209,6 +209,13 @@ def notify(vs, change: list[tuple[tuple, int]]) -> None:
                 "(the change is committed and applied to the view)"), stacklevel=4)
 
 
+def unalterable(name: str) -> str:
+    """The message for ``ALTER`` of an incremental view (renaming one would leave its catalog row,
+    served reads and change stream under the old name)."""
+    return (f"{name!r} is an incremental view: it cannot be altered or renamed; DROP VIEW {name} "
+            "and CREATE INCREMENTAL VIEW again with the new name or definition")
+
+
 def dedupe_names(names: list[str]) -> list[str]:
     """Make column names unique the way DuckDB does (``x``, ``x_1``, …), case-insensitively."""
     seen: set[str] = set()
@@ -221,3 +228,4 @@ def dedupe_names(names: list[str]) -> list[str]:
         seen.add(cand.lower())
         out.append(cand)
     return out
+

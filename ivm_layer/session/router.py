@@ -15,7 +15,7 @@ Kinds (``Route.kind``):
 ``create_view``  ``CREATE [OR REPLACE] INCREMENTAL [MATERIALIZED] VIEW``
 ``drop``         ``DROP …`` (the session parses it: it is short); ``DROP SCHEMA name``
                  has ``target`` and flag ``schema``
-``alter``        ``ALTER TABLE name …`` (``target``)
+``alter``        ``ALTER TABLE|VIEW name …`` (``target``; flag ``table`` or ``view``)
 ``create_table`` ``CREATE [OR REPLACE] [TEMP] TABLE name`` (``target``, flag ``or_replace``)
 ``insert``       ``INSERT [OR REPLACE|OR IGNORE] INTO name`` (flags ``upsert``, ``returning``,
                  ``values`` for ``INSERT INTO name [(cols)] VALUES …``)
@@ -84,13 +84,17 @@ def _values_follow(text: str, pos: int) -> bool:
     return text[pos:pos + 6].upper() == "VALUES" and not text[pos + 6:pos + 7].isalnum()
 
 
+_DEFAULT_SCHEMAS = ("main", "public")
+
+
 class _Head:
     """A cursor over the head of a statement: keywords and names, comments skipped."""
 
-    __slots__ = ("pos", "text")
+    __slots__ = ("catalogs", "pos", "text")
 
-    def __init__(self, text: str):
+    def __init__(self, text: str, catalogs: frozenset[str] = frozenset()):
         self.text = text
+        self.catalogs = catalogs
         self.pos = _SKIP.match(text).end()
 
     def peek(self) -> str:
@@ -114,20 +118,27 @@ class _Head:
 
     def name(self) -> tuple[str | None, tuple[int, int] | None, bool]:
         """``(table, span, local)``: the next (qualified) name; ``local`` is False when it is
-        qualified with a schema other than main/public/temp or with a database."""
+        qualified with a schema other than main/public or with a database other than the
+        session's own (``catalogs``): ``t``, ``main.t``, ``db.t`` and ``db.main.t`` all name
+        table ``t`` of the session's database ``db``."""
         m = _NAME.match(self.text, self.pos)
         if not m:
             return None, None, False
         self.pos = _SKIP.match(self.text, m.end()).end()
-        parts = [p for p in m.groups() if p is not None]
-        table = unquote(parts[-1])
-        local = len(parts) == 1 or (len(parts) == 2 and unquote(parts[0]) in ("main", "public"))
-        return table, m.span(), local
+        parts = [unquote(p) for p in m.groups() if p is not None]
+        if len(parts) == 1:
+            local = True
+        elif len(parts) == 2:
+            local = parts[0] in _DEFAULT_SCHEMAS or parts[0] in self.catalogs
+        else:
+            local = parts[0] in self.catalogs and parts[1] in _DEFAULT_SCHEMAS
+        return parts[-1], m.span(), local
 
 
-def route(text: str) -> Route:
-    """Route one statement (no trailing semicolon needed)."""
-    h = _Head(text)
+def route(text: str, catalogs: frozenset[str] = frozenset()) -> Route:
+    """Route one statement (no trailing semicolon needed). ``catalogs``: the names of the
+    session's own database (lower-case), so that ``db.t`` and ``db.main.t`` are its table ``t``."""
+    h = _Head(text, catalogs)
     first = h.word()
     if not first:
         rest = text[h.pos:].lstrip()
@@ -157,10 +168,12 @@ def route(text: str) -> Route:
             return Route("drop", text, schema, frozenset({"schema"}), target_span=span)
         return Route("drop", text)
     if first == "ALTER":
-        if h.accept("TABLE"):
-            h.accept("IF", "EXISTS")
-            table, span, local = h.name()
-            return Route("alter", text, table if local else None, target_span=span)
+        for what in ("TABLE", "VIEW"):
+            if h.accept(what):
+                h.accept("IF", "EXISTS")
+                table, span, local = h.name()
+                return Route("alter", text, table if local else None, frozenset({what.lower()}),
+                             target_span=span)
         return Route("other", text)
     if first == "INSERT":
         flags = set()
@@ -249,7 +262,7 @@ def split(sql: str) -> list[str]:
     body = sql.strip()
     while body.endswith(";"):
         body = body[:-1].rstrip()
-    if not body:
+    if not body or _SKIP.match(body).end() == len(body):  # nothing but comments: no statement
         return []
     if ";" not in body:
         return [body]

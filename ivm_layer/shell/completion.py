@@ -83,12 +83,12 @@ class SQLCompleter(Completer):
             return
         cmd = parts[0][1:].lower()
         arg = "" if stripped.endswith(" ") else parts[-1]
-        if cmd in ("i", "include"):
+        if cmd in ("i", "include", "ir", "include_relative", "o", "out", "g"):
             yield from self._paths.get_completions(Document(arg, len(arg)), event)
             return
         if cmd in _VIEW_ARGS:
             names = self.views
-        elif cmd == "d":
+        elif cmd in ("d", "dt"):
             names = sorted(self.tables)
         elif cmd in ("timing", "x"):
             names = ["on", "off"] + (["auto"] if cmd == "x" else [])

@@ -45,8 +45,13 @@ def format_value(v: object) -> str:
     if isinstance(v, float):
         return repr(v)
     if isinstance(v, str):
-        return v.replace("\r\n", "\n").replace("\n", "\\n").replace("\t", "\\t")
+        return v.replace("\r\n", "\n").replace("\t", "\\t")
     return str(v)
+
+
+def one_line(text: str) -> str:
+    """``text`` with line breaks shown as ``\\n`` (``\\watch`` change lines)."""
+    return text.replace("\n", "\\n")
 
 
 def _json_value(v: object):
@@ -74,19 +79,27 @@ def _cut(text: str, width: int) -> str:
 
 
 class _Cell:
-    __slots__ = ("null", "right", "text")
+    """One value as the lines it is drawn on (psql draws a value with line breaks on several
+    lines, ``+`` marking the lines that continue)."""
+
+    __slots__ = ("lines", "null", "right", "width")
 
     def __init__(self, v: object, display: Display):
         self.null = v is None
-        self.text = display.null if v is None else format_value(v)
+        self.lines = (display.null if v is None else format_value(v)).split("\n")
+        self.width = max(len(ln) for ln in self.lines)
         self.right = _is_number(v)
 
-    def draw(self, width: int, display: Display) -> str:
-        text = _cut(self.text, width)
+    def draw(self, i: int, width: int, display: Display) -> str:
+        """Line ``i`` of the value, padded (or cut) to ``width``; blank past its last line."""
+        text = _cut(self.lines[i], width) if i < len(self.lines) else ""
         pad = " " * (width - len(text))
         if self.null and display.color:
             text = _DIM + text + _RESET
         return pad + text if self.right else text + pad
+
+    def more(self, i: int) -> bool:
+        return i + 1 < len(self.lines)
 
 
 def _fit(natural: list[int], headers: list[str], width: int) -> tuple[list[int], int]:
@@ -112,25 +125,36 @@ def _fit(natural: list[int], headers: list[str], width: int) -> tuple[list[int],
     return [max(f, min(w, lo)) for w, f in zip(nat, flo)], shown
 
 
+def _center(text: str, width: int) -> str:
+    """psql's centring: an odd space goes to the right."""
+    left = (width - len(text)) // 2
+    return " " * left + text + " " * (width - len(text) - left)
+
+
 def _rows_footer(n: int) -> str:
     return f"({n} row{'' if n == 1 else 's'})"
 
 
 def render_aligned(columns: list[str], rows: list[tuple], display: Display) -> str:
-    """A psql-style table: centred headers, numbers right-aligned, ``(n rows)`` below."""
+    """A psql-style table: centred headers, numbers right-aligned, ``(n rows)`` below; a value
+    with line breaks takes several lines, each but its last marked ``+``."""
     cells = [[_Cell(v, display) for v in row] for row in rows]
-    natural = [max([len(c)] + [len(r[i].text) for r in cells]) for i, c in enumerate(columns)]
+    natural = [max([len(c)] + [r[i].width for r in cells]) for i, c in enumerate(columns)]
     widths, shown = natural, len(columns)
     if display.width is not None and columns:
         widths, shown = _fit(natural, list(columns), display.width)
     more = shown < len(columns)
+    tail = " | …" if more else ""
     out = []
-    head = " | ".join(_cut(c, w).center(w) for c, w in zip(columns[:shown], widths))
-    out.append(" " + head + (" | …" if more else ""))
+    head = " | ".join(_center(_cut(c, w), w) for c, w in zip(columns[:shown], widths))
+    out.append(" " + head + tail)
     out.append("-" + "-+-".join("-" * w for w in widths) + ("-+--" if more else "-"))
     for r in cells:
-        line = " " + " | ".join(c.draw(w, display) for c, w in zip(r[:shown], widths))
-        out.append(line + (" | …" if more else ""))
+        row = r[:shown]
+        height = max((len(c.lines) for c in row), default=1)
+        for i in range(height):
+            segs = [c.draw(i, w, display) + ("+" if c.more(i) else " ") for c, w in zip(row, widths)]
+            out.append(" " + "| ".join(segs) + tail)
     out = [ln.rstrip() for ln in out]
     out.append(_rows_footer(len(rows)))
     if more:
@@ -144,23 +168,40 @@ def render_aligned(columns: list[str], rows: list[tuple], display: Display) -> s
 
 
 def render_expanded(columns: list[str], rows: list[tuple], display: Display) -> str:
-    """One ``-[ RECORD n ]`` block per row, ``column | value`` lines (psql's ``\\x``)."""
+    """One ``-[ RECORD n ]`` block per row, ``column | value`` lines (psql's ``\\x``): every
+    record line as wide as the widest line of the result, no row count."""
     if not rows:
         return "(0 rows)\n\n"
     kw = max(len(c) for c in columns) if columns else 0
     vw = None if display.width is None else max(display.width - kw - 3, _MIN_WIDTH)
+    blocks = [[_Cell(v, display) for v in row] for row in rows]
+    widest = max(min(c.width, vw) if vw is not None else c.width for cells in blocks for c in cells) \
+        if columns else 0
     out = []
-    for n, row in enumerate(rows, 1):
-        cells = [_Cell(v, display) for v in row]
-        texts = [c.text if vw is None else _cut(c.text, vw) for c in cells]
-        line_w = kw + 3 + max((len(t) for t in texts), default=0)
+    for n, cells in enumerate(blocks, 1):
         title = f"-[ RECORD {n} ]"
-        out.append(title + "-" * max(line_w - len(title), 0))
-        for col, cell, text in zip(columns, cells, texts):
-            shown = _DIM + text + _RESET if cell.null and display.color else text
-            out.append(f"{col.ljust(kw)} | {shown}".rstrip())
-    out.append(_rows_footer(len(rows)))
+        if len(title) < kw + 1:
+            title += "-" * (kw + 1 - len(title)) + "+" + "-" * (widest + 1)
+        else:
+            title += "-" * max(kw + 3 + widest - len(title), 0)
+        out.append(title)
+        for col, cell in zip(columns, cells):
+            for i in range(len(cell.lines)):
+                key = col.ljust(kw) if i == 0 else " " * kw
+                w = min(widest, vw) if vw is not None else widest
+                text = _cut(cell.lines[i], w)
+                if cell.more(i):
+                    text = text.ljust(w) + "+"
+                elif cell.null and display.color:
+                    text = _DIM + text + _RESET
+                out.append(f"{key} | {text}".rstrip())
     return "\n".join(out) + "\n\n"
+
+
+def render_plan(rows: list[tuple]) -> str:
+    """DuckDB's ``EXPLAIN`` result (``explain_key``, ``explain_value`` rows holding a drawn
+    plan) as its lines, the way DuckDB's CLI prints it."""
+    return "".join(str(value).rstrip("\n") + "\n" for _key, value in rows) + "\n"
 
 
 def render_csv(columns: list[str], rows: list[tuple]) -> str:
@@ -181,8 +222,8 @@ def render_json(columns: list[str], rows: list[tuple]) -> str:
 
 def table_width(columns: list[str], rows: list[tuple], display: Display) -> int:
     """The width of the aligned table of these rows, uncut."""
-    natural = [max([len(c)] + [len(display.null if r[i] is None else format_value(r[i])) for r in rows])
-               for i, c in enumerate(columns)]
+    natural = [max([len(c)] + [max(map(len, (display.null if r[i] is None else format_value(r[i])).split("\n")))
+                               for r in rows]) for i, c in enumerate(columns)]
     return sum(natural) + 3 * (len(natural) - 1) + 2
 
 
@@ -215,7 +256,7 @@ def render_change(columns: list[str], row: tuple, k: int, display: Display) -> s
         return buf.getvalue()
     vals = []
     for v in row:
-        text = display.null if v is None else format_value(v)
+        text = display.null if v is None else one_line(format_value(v))
         vals.append(_DIM + text + _RESET if v is None and display.color else text)
     line = f"{op} " + " | ".join(vals)
     if abs(k) > 1:

@@ -26,7 +26,8 @@ def is_aggregate_query(select: exp.Select) -> bool:
     """True if the SELECT groups or aggregates (GROUP BY, HAVING, or an aggregate call)."""
     if select.args.get("group") is not None or select.args.get("having") is not None:
         return True
-    return any(isinstance(e, exp.AggFunc) or e.find(exp.AggFunc) is not None for e in select.expressions)
+    return any(a.find_ancestor(exp.Select) is select  # not an aggregate of a subquery
+               for e in select.expressions for a in e.find_all(exp.AggFunc))
 
 
 class AggregateTranslator:
@@ -118,6 +119,10 @@ class AggregateTranslator:
     def _aggregate(self, node: exp.Expression) -> int:
         func = _AGG_TYPES.get(type(node))
         if func is None:
+            if isinstance(node, exp.GroupConcat):  # sqlglot keeps no trace of the spelling used
+                raise UnsupportedSQLError("unsupported in incremental views: aggregate function "
+                                          "string_agg() (also spelled group_concat, listagg) (supported: "
+                                          "COUNT, SUM, AVG, MIN, MAX)")
             raise self.unsupported(f"aggregate function {node.sql_name().lower()}() (supported: COUNT, SUM, "
                                    "AVG, MIN, MAX)", node)
         for key, value in node.args.items():
@@ -199,7 +204,8 @@ class AggregateTranslator:
         if isinstance(node, exp.Not):
             return ("not", self._condition(node.this))
         if isinstance(node, exp.Is) and isinstance(node.expression, exp.Null):
-            return ("isnull", self._scalar(node.this, True))
+            out = ("isnull", self._scalar(node.this, True))
+            return ("not", out) if node.args.get("negate") else out  # PostgreSQL: IS NOT NULL
         if isinstance(node, exp.Between):
             v = self._scalar(node.this, True)
             return ("and", (">=", v, self._scalar(node.args["low"], True)),

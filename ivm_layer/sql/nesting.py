@@ -14,7 +14,7 @@ from sqlglot import exp
 from ..errors import IVMError, SQLError
 from ..query import Derived
 from .literals import strip_parens, unsupported
-from .shapes import column_owner, definition_columns, item_name, table_aliases
+from .shapes import column_owner, definition_columns, is_paren_join, item_name, table_aliases
 
 
 def derived(select: exp.Select, tables: dict[str, list[str]], dialect: str, translate) -> Derived:
@@ -57,7 +57,8 @@ def aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: st
     from_ = select.args.get("from_") or select.args.get("from")
     if from_ is None:
         raise SQLError("an incremental view needs a FROM clause")
-    if any(not isinstance(t, exp.Table) for t in [from_.this] + [j.this for j in select.args.get("joins") or []]):
+    if any(not isinstance(t, exp.Table) and not is_paren_join(t)
+           for t in [from_.this] + [j.this for j in select.args.get("joins") or []]):
         raise unsupported("GROUP BY over an outer join of a subquery", select)
     outer = select.copy()
     outer.set("expressions", [it if isinstance(it, exp.Alias) else exp.alias_(it, item_name(it))

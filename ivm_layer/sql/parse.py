@@ -38,21 +38,28 @@ def _depth_ok(sql: str) -> None:
         raise SQLError(f"the definition nests parentheses {deepest} deep; at most {MAX_DEPTH} are supported")
 
 
-def parse_select(sql: str, dialect: str = "duckdb") -> exp.Select:
-    """Parse ``sql`` and return its ``SELECT`` expression, or raise :class:`SQLError`."""
-    if not isinstance(sql, str):
-        raise SQLError("the view definition must be SQL text")
+def parse_statements(sql: str, dialect: str = "duckdb", what: str = "SQL") -> list[exp.Expression]:
+    """sqlglot's parse of ``sql`` that never raises anything but :class:`SQLError`: tokenizer
+    and parser errors, nesting deeper than :data:`MAX_DEPTH` and the parser's recursion limit all
+    become one message naming ``what`` was being parsed."""
     _depth_ok(sql)
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(limit, 20000))
-        statements = [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        return [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError as e:
-        raise SQLError(f"cannot parse SQL: {_first_line(e)}") from None
+        raise SQLError(f"cannot parse {what}: {_first_line(e)}") from None
     except RecursionError:
-        raise SQLError("the definition is nested too deeply to parse") from None
+        raise SQLError(f"{what} is nested too deeply to parse") from None
     finally:
         sys.setrecursionlimit(limit)
+
+
+def parse_select(sql: str, dialect: str = "duckdb") -> exp.Select:
+    """Parse ``sql`` and return its ``SELECT`` expression, or raise :class:`SQLError`."""
+    if not isinstance(sql, str):
+        raise SQLError("the view definition must be SQL text")
+    statements = parse_statements(sql, dialect, "SQL")
     if len(statements) != 1:
         raise SQLError(f"expected exactly one SELECT statement, got {len(statements)}")
     stmt = statements[0]
@@ -75,7 +82,9 @@ def has_nested_from(select: exp.Expression) -> bool:
     from_ = select.args.get("from_") or select.args.get("from")
     items = [from_.this] if from_ is not None else []
     items += [j.this for j in select.args.get("joins") or []]
-    return any(isinstance(i, (exp.Subquery, exp.Select)) for i in items)
+    # a parenthesized join ``(a JOIN b ON …)`` is a Subquery over a Table: not a nested query
+    return any(isinstance(i, exp.Select) or (isinstance(i, exp.Subquery) and not isinstance(i.this, exp.Table))
+               for i in items)
 
 
 def inline_nested(select: exp.Select, schema: dict[str, list[str]], dialect: str,

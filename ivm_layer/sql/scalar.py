@@ -85,7 +85,8 @@ class ScalarTranslator:
         if isinstance(node, exp.Is):
             if not isinstance(node.expression, exp.Null):
                 raise unsupported("IS with something other than NULL", node)
-            return ("isnull", self.expr(node.this))
+            out = ("isnull", self.expr(node.this))
+            return ("not", out) if node.args.get("negate") else out  # PostgreSQL: IS NOT NULL
         if isinstance(node, exp.Between):
             v = self.expr(node.this)
             lo, hi = self.expr(node.args["low"]), self.expr(node.args["high"])

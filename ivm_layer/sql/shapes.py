@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..query import Derived, SemiJoin, SetOperation
+from ..query import Derived, JoinQuery, SemiJoin, SetOperation, WindowQuery
 from .literals import strip_parens, user_text
 
 
@@ -14,6 +14,8 @@ def definition_columns(d) -> list[str]:
         return list(d.columns)
     if isinstance(d, Derived):
         return definition_columns(d.outer)
+    if isinstance(d, (JoinQuery, WindowQuery)):
+        return list(d.projection.columns)
     if d.aggregate is not None:
         return list(d.aggregate.columns)
     if d.projection is not None:
@@ -42,14 +44,39 @@ def subquery_kind(node: exp.Expression) -> str | None:
     return None
 
 
-def table_aliases(select: exp.Select) -> dict[str, str]:
-    """alias -> table of the plain tables in ``select``'s FROM / JOINs."""
-    out = {}
+def is_paren_join(item: exp.Expression) -> bool:
+    """``(a JOIN b ON …)`` or ``(t)`` as a FROM item (sqlglot: a Subquery over a Table)."""
+    return isinstance(item, exp.Subquery) and isinstance(item.this, exp.Table)
+
+
+def from_items(select: exp.Select) -> list[exp.Expression]:
+    """The FROM item and the joined items of ``select``, in order."""
     from_ = select.args.get("from_") or select.args.get("from")
-    items = ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
-    for t in items:
-        if isinstance(t, exp.Table):
-            out[(t.alias or t.name).lower()] = t.name.lower()
+    return ([from_.this] if from_ is not None else []) + [j.this for j in select.args.get("joins") or []]
+
+
+def has_paren_join(select: exp.Select) -> bool:
+    return any(is_paren_join(i) for i in from_items(select))
+
+
+def has_outer_join(select: exp.Select) -> bool:
+    """True if ``select``'s FROM has a LEFT/RIGHT/FULL join, also inside parentheses."""
+    if any(j.side for j in select.args.get("joins") or []):
+        return True
+    return any(is_paren_join(i) and any(j.side for j in i.this.find_all(exp.Join)) for i in from_items(select))
+
+
+def table_aliases(select: exp.Select) -> dict[str, str]:
+    """alias -> table of the plain tables in ``select``'s FROM / JOINs (also inside parenthesized
+    joins)."""
+    out = {}
+    for item in from_items(select):
+        tables = [item] if isinstance(item, exp.Table) else []
+        if is_paren_join(item):
+            tables = [t for t in item.this.find_all(exp.Table)]
+        for t in tables:
+            if isinstance(t.this, exp.Identifier):
+                out[(t.alias or t.name).lower()] = t.name.lower()
     return out
 
 

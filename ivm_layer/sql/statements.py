@@ -12,15 +12,17 @@ database is exactly what the user wrote).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.dialects.dialect import Dialect
-from sqlglot.errors import SqlglotError
+from sqlglot.errors import ErrorLevel, SqlglotError, UnsupportedError
 from sqlglot.tokens import TokenType
 
-from ..errors import SQLError
+from ..errors import SQLError, UnsupportedSQLError
+from .parse import parse_statements
 
 
 @dataclass
@@ -136,10 +138,17 @@ def _table_names(node: exp.Expression) -> list[str]:
     return names
 
 
+_INCREMENTAL = re.compile(r"\s*CREATE\s+(OR\s+REPLACE\s+)?INCREMENTAL\b", re.I)
+
+
 def _head(sql: str, dialect: str):
     try:
         return _tokenize(sql, dialect)
-    except SqlglotError:
+    except SqlglotError as e:
+        if _INCREMENTAL.match(sql):  # the layer's own statement: say why it cannot be read
+            why = ("a quoted name or string is not closed" if "Error tokenizing" in str(e)
+                   else str(e).splitlines()[0][:200])
+            raise SQLError(f"cannot parse CREATE INCREMENTAL VIEW: {why}") from None
         return []
 
 
@@ -159,7 +168,7 @@ def classify(sql: str, dialect: str = "duckdb") -> Statement:
         return _parse_incremental(text, tokens, create, dialect)
     try:
         node = sqlglot.parse_one(text, read=dialect)
-    except SqlglotError:
+    except (SqlglotError, RecursionError):  # not ours to judge: the database answers it
         return Passthrough(text, "UNKNOWN")
     if node is None:
         return Passthrough(text, "UNKNOWN")
@@ -217,10 +226,8 @@ def _incremental_head(text: str, tokens) -> tuple[int, bool, bool] | None:
 def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect: str) -> CreateIncrementalView:
     view_idx, or_replace, materialized = head
     rest = ("CREATE OR REPLACE VIEW" if or_replace else "CREATE VIEW") + text[tokens[view_idx].end + 1:]
-    try:
-        node = sqlglot.parse_one(rest, read=dialect)
-    except SqlglotError as e:
-        raise SQLError(f"cannot parse CREATE INCREMENTAL VIEW: {e}") from None
+    nodes = parse_statements(rest, dialect, "CREATE INCREMENTAL VIEW")
+    node = nodes[0] if len(nodes) == 1 else None
     if not isinstance(node, exp.Create) or str(node.args.get("kind") or "").upper() != "VIEW":
         raise SQLError("cannot parse CREATE INCREMENTAL VIEW: expected CREATE … VIEW name AS SELECT …")
     target = node.this
@@ -234,10 +241,21 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
     body = node.expression
     if not isinstance(body, exp.Expression):
         raise SQLError("CREATE INCREMENTAL VIEW needs AS SELECT …")
+    for t in body.find_all(exp.Table):
+        if t.args.get("sample"):
+            raise UnsupportedSQLError("unsupported in incremental views: TABLESAMPLE (a sample of "
+                                      "the table cannot be maintained incrementally)")
+    if any(s.args.get("locks") for s in body.find_all(exp.Select)):
+        raise UnsupportedSQLError("unsupported in incremental views: FOR UPDATE / FOR SHARE "
+                                  "(a view does not lock rows)")
+    try:  # any other clause the dialect cannot say again is refused, never dropped
+        select_sql = body.sql(dialect=dialect, unsupported_level=ErrorLevel.RAISE)
+    except UnsupportedError as e:
+        raise UnsupportedSQLError(f"unsupported in incremental views: {str(e).splitlines()[0]}") from None
     return CreateIncrementalView(
         text=text,
         name=target.name.lower(),
-        select_sql=body.sql(dialect=dialect),
+        select_sql=select_sql,
         materialized=materialized,
         or_replace=or_replace,
         if_not_exists=bool(node.args.get("exists")),
@@ -266,4 +284,23 @@ def _static_option(node: exp.Create) -> list[str]:
                 continue
             if name not in out:
                 out.append(name)
+    return out
+
+
+def named_columns(name: str, listed: list[str] | None, described: list[str]) -> list[str]:
+    """The columns of ``CREATE … VIEW name (listed…) AS query``: as in PostgreSQL, the list names
+    the first columns and the query's own names (``described``) keep the rest; a longer list
+    is an error, and so is a name given twice."""
+    if not listed:
+        return list(described)
+    name = repr(name) if name else "(unnamed)"
+    if len(listed) > len(described):
+        raise SQLError(f"view {name} names {len(listed)} columns but its query has only "
+                       f"{len(described)}: CREATE VIEW specifies more column names than columns")
+    out = list(listed) + list(described[len(listed):])
+    seen: set[str] = set()
+    for c in out:
+        if c.lower() in seen:
+            raise SQLError(f"view {name}: column {c!r} is named more than once (name it in the column list)")
+        seen.add(c.lower())
     return out

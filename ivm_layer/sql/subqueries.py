@@ -13,15 +13,17 @@ from __future__ import annotations
 
 from sqlglot import exp
 
-from ..errors import SQLError
+from ..errors import SQLError, UnsupportedSQLError
 from ..query import SemiJoin
 from .aggregates import is_aggregate_query
 from .disjunction import or_join, or_union
+from .jointree import flatten_inner, join_tree
+from .window import has_window, order_limit, top_n, window_query
 from .literals import strip_parens, unsupported, user_text
 from .nesting import aggregate_over, derived, has_computed_group
 from .outerjoin import outer_join
 from .parse import has_nested_from, inline_nested
-from .shapes import conjuncts, definition_columns, subquery_kind, table_aliases
+from .shapes import conjuncts, definition_columns, has_outer_join, has_paren_join, subquery_kind, table_aliases
 from .translate import translate_tree
 
 __all__ = ["definition_columns", "translate_select_tree"]
@@ -29,21 +31,41 @@ __all__ = ["definition_columns", "translate_select_tree"]
 
 def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dialect: str):
     """A SELECT with possibly subquery conditions / one outer join → a definition."""
+    for item in select.expressions:
+        sub = item.find(exp.Subquery)
+        if sub is not None:
+            raise unsupported(f"{_scalar_kind(sub, select, tables)} in the SELECT list (join its table "
+                              "in the view's FROM and aggregate, or define it as a view of its own)", sub)
     if has_nested_from(select):
         select = inline_nested(select, tables, dialect, strict=False)
-        if has_nested_from(select):  # aggregated / DISTINCT subqueries: nested views
-            return derived(select, tables, dialect, translate_select_tree)
-    joins = select.args.get("joins") or []
+        if has_nested_from(select):
+            topn = top_n(select, tables, dialect, translate_select_tree)
+            if topn is not None:  # SELECT … FROM (… ROW_NUMBER() OVER (…) AS rn …) WHERE rn <= k
+                return topn
+            return derived(select, tables, dialect, translate_select_tree)  # aggregated / DISTINCT subqueries
+    if select.args.get("order") is not None or select.args.get("limit") is not None \
+            or select.args.get("offset") is not None:
+        return order_limit(select, tables, dialect, translate_select_tree)
+    if has_window(select):
+        return window_query(select, tables, dialect, translate_select_tree)
+    if has_paren_join(select) and not has_outer_join(select):
+        select = flatten_inner(select, tables, dialect)  # inner joins are associative
+    outer = has_outer_join(select)
     where = select.args.get("where")
     has_sub = where is not None and any(subquery_kind(c) is not None for c in conjuncts(where.this))
-    or_join_at = None if any(j.side for j in joins) or has_sub else or_join(select, tables)
-    if (has_sub or or_join_at is not None or any(j.side for j in joins) or has_computed_group(select, tables)) \
+    or_join_at = None if outer or has_sub else or_join(select, tables)
+    if (has_sub or or_join_at is not None or outer or has_computed_group(select, tables)) \
             and is_aggregate_query(select):
         return aggregate_over(select, tables, dialect, translate_select_tree)
     if or_join_at is not None:
         return or_union(*or_join_at, tables, dialect, translate_select_tree)
-    if any(j.side for j in joins):
-        return outer_join(select, tables, dialect, translate_select_tree)
+    if outer:
+        if not has_paren_join(select):
+            try:  # one outer join: the inner join plus the unmatched rows (no state of its own)
+                return outer_join(select, tables, dialect, translate_select_tree)
+            except UnsupportedSQLError:
+                pass  # several outer joins, or conditions only a join tree handles
+        return join_tree(select, tables, dialect, translate_select_tree)
     where = select.args.get("where")
     if where is not None:
         conjs = list(conjuncts(where.this))
@@ -53,7 +75,8 @@ def translate_select_tree(select: exp.Select, tables: dict[str, list[str]], dial
         for c in conjs:
             sub = c.find(exp.Exists, exp.Subquery)
             if sub is not None:
-                raise unsupported("subquery inside OR/NOT/an expression (only as a WHERE conjunct: "
+                what = _scalar_kind(sub, select, tables) if isinstance(sub, exp.Subquery) else "subquery"
+                raise unsupported(f"{what} inside OR/NOT/an expression (only as a WHERE conjunct: "
                                   "[NOT] EXISTS (…), x [NOT] IN (SELECT …))", sub)
     return translate_tree(select, tables, dialect)
 
@@ -94,6 +117,14 @@ def _semijoin(select: exp.Select, conjs: list, i: int, tables, dialect: str) -> 
     right_def = translate_select_tree(right, tables, dialect)
     columns = definition_columns(left_def)[:-len(outer_keys) or None]
     return SemiJoin(mode, left_def, right_def, len(outer_keys), columns, distinct, user_text(cond, 120))
+
+
+def _scalar_kind(sub: exp.Subquery, select: exp.Select, tables) -> str:
+    """"correlated subquery" when ``sub`` reads columns of the outer query, else "scalar subquery"."""
+    inner = sub.this
+    if isinstance(inner, exp.Select) and _outer_refs(inner, table_aliases(select), tables):
+        return "correlated subquery"
+    return "scalar subquery"
 
 
 def _outer_refs(sub: exp.Select, outer_aliases: dict[str, str], tables) -> list[exp.Column]:

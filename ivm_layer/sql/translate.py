@@ -92,6 +92,20 @@ def translate_tree(select: exp.Select, tables: dict[str, list[str]], dialect: st
         raise UnsupportedSQLError(f"unsupported in incremental views: this definition could not be "
                                   f"translated ({type(e).__name__}: {str(e)[:120]})") from None
 
+#: Clauses on a FROM table that change which rows it gives: none can be maintained from its changes.
+_TABLE_CLAUSES = {
+    "sample": "TABLESAMPLE (a sample of the table cannot be maintained incrementally)",
+    "only": "ONLY (table inheritance)",
+    "hints": "table hints",
+    "version": "time travel (a table as of a time or version)",
+    "joins": "joins inside a table reference",
+    "laterals": "LATERAL",
+    "pivots": "PIVOT / UNPIVOT",
+    "when": "a table condition",
+    "changes": "CHANGES",
+    "partition": "PARTITION selection",
+}
+
 
 class _Translator(ComparisonReader):
     def __init__(self, select: exp.Select, tables: dict[str, list[str]], dialect: str = "duckdb") -> None:
@@ -101,6 +115,8 @@ class _Translator(ComparisonReader):
         self.scalar = ScalarTranslator(self._column, dialect)
         self.expr_conditions: list[tuple[tuple, exp.Expression]] = []  # conditions of any shape
         self.merged: set[str] = set()  # "alias.col" a USING / NATURAL join merged into an earlier column
+        #: the columns ``SELECT *`` lists, in the dialect's order: (name, "alias.col")
+        self.star: list[tuple[str, str]] = []
         self.aliases: dict[str, str] = {}  # alias -> table
         self.alias_order: list[str] = []
         self.uf = _UnionFind()
@@ -131,6 +147,7 @@ class _Translator(ComparisonReader):
         if from_ is None:
             raise SQLError("an incremental view needs a FROM clause")
         self._add_table(from_.this)
+        self._star_join([])
         conditions: list[exp.Expression] = []
         for join in sel.args.get("joins") or []:
             side = (join.side or "").upper()
@@ -151,6 +168,7 @@ class _Translator(ComparisonReader):
                 using = [c for c in right if c in left]
             for name in using:
                 self._add_using(name, join)
+            self._star_join(using)
             if join.args.get("on") is not None:
                 conditions.append(join.args["on"])
         where = sel.args.get("where")
@@ -182,6 +200,12 @@ class _Translator(ComparisonReader):
     def _add_table(self, node: exp.Expression) -> None:
         if not isinstance(node, exp.Table) or not isinstance(node.this, exp.Identifier):
             raise _unsupported("FROM item that is not a plain table (subqueries, functions)", node)
+        for key, what in _TABLE_CLAUSES.items():
+            if node.args.get(key):
+                raise _unsupported(what, node)
+        alias = node.args.get("alias")
+        if alias is not None and alias.args.get("columns"):
+            raise _unsupported("column aliases on a FROM table (name the columns in the SELECT list)", node)
         if node.args.get("db") or node.args.get("catalog"):
             name = node.sql().lower()
         else:
@@ -193,6 +217,18 @@ class _Translator(ComparisonReader):
             raise SQLError(f"duplicate table alias {alias!r}{_position(node)}: give each occurrence its own alias")
         self.aliases[alias] = name
         self.alias_order.append(alias)
+
+    def _star_join(self, using: list[str]) -> None:
+        """The ``SELECT *`` columns after joining the last FROM item (``using``: its USING /
+        NATURAL columns). DuckDB keeps a USING column where the left side has it; PostgreSQL
+        lists the USING columns first, then the other columns of both sides."""
+        right = self.alias_order[-1]
+        new = [(c, f"{right}.{c}") for c in self.tables[self.aliases[right]] if c not in using]
+        if using and self.dialect == "postgres":
+            merged = [next(x for x in self.star if x[0] == u) for u in using]
+            self.star = merged + [x for x in self.star if x[0] not in using] + new
+        else:
+            self.star += new
 
     def _add_using(self, name: str, join: exp.Join) -> None:
         """``JOIN t USING (c)``: t.c equals the c of the single earlier FROM item that has it."""
@@ -221,7 +257,9 @@ class _Translator(ComparisonReader):
                 raise SQLError(f"table {self.aliases[qual]!r} (alias {qual!r}) has no column {col.name!r}{_position(col)}")
             key = f"{qual}.{name}"
         else:
-            owners = [a for a in self.alias_order if name in self.tables[self.aliases[a]]]
+            # a USING / NATURAL column is one column: the merged copies are not candidates
+            owners = [a for a in self.alias_order if name in self.tables[self.aliases[a]]
+                      and f"{a}.{name}" not in self.merged]
             if not owners:
                 raise SQLError(f"unknown column {col.name!r}{_position(col)}")
             if len(owners) > 1:
@@ -255,10 +293,9 @@ class _Translator(ComparisonReader):
                 name = item.alias
                 node = item.this
             if isinstance(node, exp.Star):
-                for alias in self.alias_order:
-                    for c in self.tables[self.aliases[alias]]:
-                        if f"{alias}.{c}" not in self.merged:
-                            outs.append((c, ("var", self._column(exp.column(c, alias)))))
+                for c, key in self.star:
+                    alias = key.split(".", 1)[0]
+                    outs.append((c, ("var", self._column(exp.column(c, alias)))))
                 continue
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
                 alias = node.table.lower()

@@ -198,7 +198,7 @@ def widen_mixed_branches(d: Any, types: dict[str, dict[str, str]]) -> None:
         return
     for sub in getattr(d, "branches", None) or []:
         widen_mixed_branches(sub, types)
-    for attr in ("left", "right", "outer"):
+    for attr in ("left", "right", "outer", "inner"):
         if hasattr(d, attr):
             widen_mixed_branches(getattr(d, attr), types)
     for _rel, sub in getattr(d, "nested", None) or []:

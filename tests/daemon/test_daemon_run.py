@@ -8,6 +8,7 @@ caught up, the materialized table equals PostgreSQL evaluating the SELECT, as mu
 
 from __future__ import annotations
 
+import json
 import os
 import time
 
@@ -231,3 +232,29 @@ def test_a_failed_sink_stops_the_daemon_and_a_restart_writes_its_batch(pg_url, t
     assert got == want, _diff(got, want)
     with open(log, errors="replace") as f:
         assert "written to the sinks again" in f.read()
+
+
+@pytest.mark.spark
+def test_sigterm_to_the_process_group_stops_the_daemon_cleanly(pg_url, tmp_path):
+    """Issue 29 case 15: SIGTERM to the daemon's process group (a supervisor, Ctrl-C in a
+    terminal) reaches Spark's JVM too; the daemon ends ``stopped`` (the running batch finished or
+    abandoned), exit 0, and a restart on the same checkpoint is exact."""
+    create_tables(pg_url, seed=7)
+    views = tmp_path / "views.sql"
+    views.write_text(VIEWS)
+    args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]",
+            "--trigger", "1s"]
+    ckpt, log = str(tmp_path / "ckpt"), str(tmp_path / "daemon.log")
+    writers = Writers(pg_url, seed=8).start()
+    d = Daemon(args, ckpt, log).start()
+    d.wait(lambda st: (st.get("batches") or 0) >= 2, 300, "two batches")
+    assert d.terminate(group=True) == 0, d.tail()
+    with open(os.path.join(ckpt, "status.json")) as f:
+        assert json.load(f)["state"] == "stopped", d.tail()
+    writers.stop()
+    args[-2:] = ["--trigger", "available-now"]
+    d = Daemon(args, ckpt, log).start()
+    assert d.proc.wait(600) == 0, d.tail()
+    d.log.close()
+    got, want = materialized(pg_url), expected(pg_url)
+    assert got == want, _diff(got, want)

@@ -134,6 +134,7 @@ PATH_QUERIES = ["Q1", "Q2", "Q3", "Q4", "Q5", "Q6", "Q7", "Q8", "Q9", "fraud", "
 def test_each_generated_path_is_the_one_that_runs(name, monkeypatch):
     w = wl.get(name)
     stream = w.stream(300 if w.family != "tpch" else 1500, seed=5)
+    monkeypatch.setenv("IVM_COMPILE", "1")  # this test is about generated code, also in an IVM_COMPILE=0 run
     view = ivm_layer.compile_view(w.sql, w.schema)
 
     def interpreter(*a, **k):

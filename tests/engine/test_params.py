@@ -160,23 +160,6 @@ def test_range_parameters_filter_the_equality_lookup():
     assert look(v, acc=7, since=150) == [((2, 60), 1), ((5, 1), 1)]
 
 
-def test_readme_section_runs():
-    import pathlib
-    import re
-
-    text = (pathlib.Path(__file__).resolve().parents[2] / "README.md").read_text()
-    code = re.search(r"## Static tables and parameterized views\n.*?```python\n(.*?)```", text, re.S).group(1)
-    import contextlib
-    import io
-
-    buf = io.StringIO()
-    with contextlib.redirect_stdout(buf):
-        exec(compile(code, "README", "exec"), {})
-    out = buf.getvalue()
-    assert "[((1, 42.0, 100, 7, 'FRANCE', 1, 'EUROPE'), 1)]" in out and "C_lin" in out and "refused:" in out
-    assert "[((2, 3700, 60), 1)]" in out and "\n[]\n" in out
-
-
 def test_distinct_and_component_without_inputs():
     schema = {"r": ["a", "b"], "s": ["c"]}
     d = compile_view("SELECT DISTINCT r.b FROM r WHERE r.a = $a", schema)

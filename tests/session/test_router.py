@@ -37,7 +37,9 @@ from ivm_layer.session.router import route, split
     ("CREATE OR REPLACE TABLE r AS SELECT 1", "create_table", "r", {"or_replace"}),
     ("CREATE TEMP TABLE r2 (a INT)", "create_table", "r2", set()),
     ("create or replace incremental view v as select 1", "create_view", None, set()),
-    ("ALTER TABLE r ADD COLUMN z INT", "alter", "r", set()),
+    ("ALTER TABLE r ADD COLUMN z INT", "alter", "r", {"table"}),
+    ("ALTER VIEW IF EXISTS v RENAME TO w", "alter", "v", {"view"}),
+    ("INSERT INTO memory.main.r VALUES (1)", "insert", None, {"values"}),
     ("DROP SCHEMA IF EXISTS ivm CASCADE", "drop", "ivm", {"schema"}),
     ("DROP VIEW v", "drop", None, set()),
     ("BEGIN TRANSACTION", "begin", None, set()),
@@ -80,3 +82,13 @@ def test_routing_never_parses_or_tokenizes(monkeypatch):
     assert route(sql).target == "r"
     assert split(sql) == [sql]
     assert split(sql + "; " + sql) == [sql, sql]
+
+
+def test_qualified_names_of_the_sessions_own_database_are_local():
+    own = frozenset({"memory"})
+    for sql in ("INSERT INTO memory.main.r VALUES (1)", "INSERT INTO memory.r VALUES (1)",
+                'INSERT INTO "memory"."main"."r" VALUES (1)', "INSERT INTO main.r VALUES (1)"):
+        assert route(sql, own).target == "r", sql
+    for sql in ("INSERT INTO other.main.r VALUES (1)", "INSERT INTO memory.other.r VALUES (1)",
+                "INSERT INTO other.r VALUES (1)"):
+        assert route(sql, own).target is None, sql

@@ -124,5 +124,80 @@ def test_pg_environment_masking_and_errors(pg_url, tmp_path):
     assert r.returncode == 1 and "--set-replica-identity: only for PostgreSQL URLs" in r.stderr
     # an error on the server: position and exit status like psql
     r = run_shell(tmp_path, pg_url, "--on-error-stop", "-c", "SELECT 1; SELECT * FROM missing; SELECT 2")
-    assert r.returncode == 3
+    assert r.returncode == 1                  # psql -v ON_ERROR_STOP=1 -c: 1 (3 is for scripts)
     assert re.search(r"ivm:-c:1:11: ERROR:  .*relation \"missing\" does not exist", r.stderr)
+
+
+def test_state_dir_warnings_notices_and_hints(pg_url, tmp_path):
+    """--state-dir resumes a view a Python program made (no rebuild); without it the rebuild
+    is said once as a psql-style WARNING line (no Python warning, no file path); server
+    notices print as NOTICE lines; the REPLICA IDENTITY hint names the shell's option."""
+    import ivm_layer
+
+    state = tmp_path / "state"
+    s = ivm_layer.connect(pg_url, state_dir=state, set_replica_identity=True)
+    s.execute("CREATE TABLE o (id INT PRIMARY KEY, v INT)")
+    s.execute("CREATE INCREMENTAL VIEW ov AS SELECT id, v FROM o WHERE v > 1")
+    s.execute("INSERT INTO o VALUES (1, 5), (2, 0)")
+    s.close()
+    r = run_shell(tmp_path, pg_url, "--state-dir", str(state), "--csv", "-c", "SELECT id, v FROM ov")
+    assert r.returncode == 0 and r.stderr == "", r.stderr
+    assert r.stdout.splitlines() == ["id,v", "1,5"]
+    r = run_shell(tmp_path, pg_url, "--csv", "-c", "SELECT id, v FROM ov",
+                  "-c", "DO $$ BEGIN RAISE NOTICE 'hello %', 42; END $$")
+    assert r.returncode == 0 and r.stdout.splitlines()[:2] == ["id,v", "1,5"]
+    lines = r.stderr.splitlines()
+    warned = [ln for ln in lines if ln.startswith("WARNING:  incremental view 'ov'")]
+    assert len(warned) == 1 and warned[0].endswith("rebuilding it from a fresh snapshot"), r.stderr
+    assert "NOTICE:  hello 42" in lines
+    assert "UserWarning" not in r.stderr and ".py:" not in r.stderr and len(lines) == 2, r.stderr
+    r = run_shell(tmp_path, pg_url, "--state-dir", str(state), "-c", "CREATE TABLE nori (a INT)",
+                  "-c", "CREATE INCREMENTAL VIEW nv AS SELECT a FROM nori")
+    assert r.returncode == 1 and "ivm shell --set-replica-identity" in r.stderr
+
+
+def test_copy_both_ways_through_a_session_reaches_the_view(pg_url, tmp_path):
+    (tmp_path / "in.csv").write_text("id,v\n3,30\n4,0\n5,\n")
+    r = run_shell(tmp_path, pg_url, "--set-replica-identity", "--state-dir", str(tmp_path / "st"),
+                  "-c", "CREATE TABLE t (id INT PRIMARY KEY, v INT); INSERT INTO t VALUES (1, 10)",
+                  "-c", "CREATE INCREMENTAL VIEW big AS SELECT id, v FROM t WHERE v > 5",
+                  "-c", f"\\copy t from '{tmp_path / 'in.csv'}' with csv header",
+                  "-c", "SELECT count(*) AS n FROM big",
+                  "-c", f"\\copy (SELECT * FROM big ORDER BY id) to '{tmp_path / 'out.tsv'}'")
+    assert r.returncode == 0, r.stderr
+    assert "COPY 3" in r.stdout and "COPY 2" in r.stdout
+    assert re.search(r"\bn\s+-+\s+2\s+\(1 row\)", r.stdout)
+    assert (tmp_path / "out.tsv").read_text() == "1\t10\n3\t30\n"
+
+
+def test_client_mode_is_a_plain_psql_like_client(pg_url, tmp_path):
+    """--client: statements go to the server unchanged over one connection; psql's catalog
+    listings; no session (no slot, no ivm schema); incremental-view commands say they need
+    ivm serve."""
+    (tmp_path / "data.tsv").write_text("1\tann\n2\t\\N\n")
+    r = run_shell(tmp_path, pg_url, "--client",
+                  "-c", "CREATE TABLE c1 (a INT, b TEXT); CREATE SCHEMA side; "
+                        "CREATE FUNCTION twice(x int) RETURNS int LANGUAGE sql AS 'SELECT 2 * x'",
+                  "-c", f"\\copy c1 from '{tmp_path / 'data.tsv'}'",
+                  "-c", "\\copy (SELECT * FROM c1 ORDER BY a) to stdout with csv header",
+                  "-c", "\\dt", "-c", "\\dn", "-c", "\\df tw*", "-c", "\\l", "-c", "\\conninfo")
+    assert r.returncode == 0, r.stderr
+    out = r.stdout
+    assert "COPY 2" in out and "a,b\n1,ann\n2,\n" in out
+    assert re.search(r"public \| c1\s+\| table \|", out)
+    assert re.search(r"List of schemas.*\n side\s+\|", out, re.DOTALL)
+    assert re.search(r"public \| twice \| integer\s+\| x integer\s+\| func", out)
+    db = urlparse(pg_url).path.lstrip("/")
+    assert re.search(rf"List of databases\n.*\n.*\n(?:.*\n)* {db}\s+\|", out)
+    assert f'You are connected to database "{db}"' in out and "plain client" in out
+    with psycopg.connect(pg_url) as conn:
+        assert conn.execute("SELECT count(*) FROM pg_replication_slots "
+                            "WHERE database = current_database()").fetchone()[0] == 0
+        assert conn.execute("SELECT count(*) FROM pg_namespace WHERE nspname = 'ivm'").fetchone()[0] == 0
+    r = run_shell(tmp_path, pg_url, "--client", "-c", "\\dv")
+    assert r.returncode == 1 and "\\dv needs ivm serve" in r.stderr
+    r = run_shell(tmp_path, pg_url, "--client", "-c", "SELECT 1 AS one; SELECT 1/0; SELECT 3 AS three")
+    assert r.returncode == 1 and "one" in r.stdout and "three" not in r.stdout
+    assert "division by zero" in r.stderr
+    r = run_shell(tmp_path, "--client", "-c", "SELECT 1")
+    assert r.returncode == 1 and "--client: only for PostgreSQL URLs" in r.stderr

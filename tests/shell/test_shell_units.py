@@ -14,8 +14,12 @@ from prompt_toolkit.completion import CompleteEvent
 from prompt_toolkit.document import Document
 
 import ivm_layer
+from ivm_layer.shell.catalog import name_pattern
 from ivm_layer.shell.completion import SQLCompleter
+from ivm_layer.shell.copyio import options as copy_options
+from ivm_layer.shell.copyio import parse as copy_parse
 from ivm_layer.shell.history import RedactingFileHistory, open_history
+from ivm_layer.shell.meta import split_args
 from ivm_layer.shell.redact import is_sensitive, mask
 from ivm_layer.shell.render import (
     Display,
@@ -26,7 +30,7 @@ from ivm_layer.shell.render import (
     render_result,
 )
 from ivm_layer.shell.runner import Runner
-from ivm_layer.shell.script import is_complete, parse_script
+from ivm_layer.shell.script import Scanner, is_complete, parse_script
 from ivm_layer.shell.watch import watch
 
 
@@ -40,7 +44,7 @@ def test_parse_script_positions_strings_and_meta_commands():
             "SELECT a\n"
             "  FROM t; \\x on\n"
             "SELECT 2")
-    items = parse_script(text, "duckdb")
+    items = parse_script(text)
     assert [(i.kind, i.line, i.column, i.number) for i in items] == [
         ("sql", 1, 1, 1), ("sql", 4, 1, 2), ("sql", 4, 27, 3), ("meta", 5, 1, 4),
         ("sql", 6, 1, 5), ("meta", 7, 11, 6), ("sql", 8, 1, 7)]
@@ -50,16 +54,81 @@ def test_parse_script_positions_strings_and_meta_commands():
     assert items[6].text == "SELECT 2"  # unterminated at the end: still run, like psql
 
 
-def test_is_complete_follows_the_tokenizer():
-    assert is_complete("SELECT 1;", "duckdb")
-    assert is_complete("SELECT 1; -- done", "duckdb")
-    assert is_complete("\\dv", "duckdb")
-    assert is_complete("", "duckdb")
-    assert not is_complete("SELECT 1", "duckdb")
-    assert not is_complete("SELECT ';", "duckdb")            # inside a string
-    assert not is_complete("SELECT 1 /* ; */", "duckdb")     # inside a comment
-    assert not is_complete("SELECT $$ a; $$", "postgres")    # inside a dollar-quoted string
-    assert is_complete("SELECT $$ a; $$;", "postgres")
+def test_scanner_keeps_the_query_buffer_across_meta_commands():
+    """psql: a meta-command typed inside a statement runs alone; the statement waits."""
+    s = Scanner("CREATE TABLE x (a INT)\n\\dv\n")
+    assert [(i.kind, i.text) for i in s.items()] == [("meta", "\\dv")]
+    assert s.pending() == "CREATE TABLE x (a INT)" and s.complete
+    s = Scanner("SELECT 42 AS v \\watch 2\n")
+    items = list(s.items())
+    assert [(i.kind, i.text, i.column) for i in items] == [("meta", "\\watch 2", 16)]
+    assert s.take() == "SELECT 42 AS v" and s.pending() == ""
+    s = Scanner("\\echo a \\\\ SELECT 1; \\x \\dt")          # \\ ends a meta-command
+    assert [(i.kind, i.text) for i in s.items()] == [("meta", "\\echo a"), ("sql", "SELECT 1"),
+                                                     ("meta", "\\x"), ("meta", "\\dt")]
+    s = Scanner("\\copy t from stdin\n1\tx\n\\.\nSELECT 2;")      # \\copy takes its data lines
+    it = s.items()
+    assert next(it).text == "\\copy t from stdin" and s.read_data_lines() == ["1\tx"]
+    assert [i.text for i in it] == ["SELECT 2"]
+
+
+def test_scanner_interpolates_variables_outside_quotes():
+    values = {"n": "42", "t": "it's", "q": "1; SELECT 2"}
+    s = Scanner("SELECT :n, :'t', :\"t\", :missing, a::int, ':n', \":n\" FROM x;", values.get)
+    assert [i.text for i in s.items()] == \
+        ["SELECT 42, 'it''s', \"it's\", :missing, a::int, ':n', \":n\" FROM x"]
+    assert [i.text for i in Scanner("SELECT :q;", values.get).items()] == ["SELECT 1", "SELECT 2"]
+    with pytest.raises(ivm_layer.IVMError, match="expands without end"):
+        list(Scanner("SELECT :x;", {"x": ":x"}.get).items())
+
+
+def test_scanner_follows_psql_lexing():
+    def texts(sql):
+        return [i.text for i in Scanner(sql).items()]
+
+    assert texts("SELECT E'a\\'b;' ; SELECT 'it''s;'; SELECT \"a;\"\"b\";") == \
+        ["SELECT E'a\\'b;'", "SELECT 'it''s;'", 'SELECT "a;""b"']
+    assert texts("SELECT (1;\n2); /* c /* nested ; */ ; */ SELECT a$b$c, $$ x; $$;") == \
+        ["SELECT (1;\n2)", "/* c /* nested ; */ ; */ SELECT a$b$c, $$ x; $$"]
+    assert texts("CREATE FUNCTION f() RETURNS int LANGUAGE sql BEGIN ATOMIC SELECT 1; "
+                 "SELECT CASE WHEN true THEN 2 END; END; SELECT 3;")[1] == "SELECT 3"
+    assert texts("SELECT 1 -- done; not a statement\n, 2;") == ["SELECT 1 -- done; not a statement\n, 2"]
+
+
+def test_is_complete_follows_the_lexer():
+    assert is_complete("SELECT 1;")
+    assert is_complete("SELECT 1; -- done")
+    assert is_complete("\\dv")
+    assert is_complete("")
+    assert is_complete("CREATE TABLE x (a INT)\n\\dv")    # the meta-command runs, the statement waits
+    assert not is_complete("\\dv\nSELECT 1")
+    assert not is_complete("SELECT 1")
+    assert not is_complete("SELECT ';")            # inside a string
+    assert not is_complete("SELECT 1 /* ; */")     # inside a comment
+    assert not is_complete("SELECT $$ a; $$")      # inside a dollar-quoted string
+    assert is_complete("SELECT $$ a; $$;")
+
+
+def test_meta_arguments_follow_psql():
+    values = {"foo": "1", "t": "it's"}
+    assert split_args("'a\\tb' \"X y\" :foo x'y'z :bar :'t' :\"t\"", values.get) == \
+        ["a\tb", '"X y"', "1", "xyz", ":bar", "'it''s'", '"it\'s"']
+    assert name_pattern("t*") == (None, "^(t.*)$")
+    assert name_pattern('public."Mixed?"') == ("^(public)$", "^(Mixed\\?)$")
+    assert name_pattern("S?.T") == ("^(s.)$", "^(t)$")
+
+
+def test_copy_arguments_and_options():
+    assert copy_parse("t (a, b) from 'my file.csv' with csv header") == \
+        ("t (a, b)", "from", "file", "my file.csv", "with csv header")
+    assert copy_parse("(SELECT 1, ';') TO stdout (FORMAT csv)") == \
+        ("(SELECT 1, ';')", "to", "stdout", "", "(FORMAT csv)")
+    assert copy_parse("s.t FROM pstdin")[1:3] == ("from", "pstdin")
+    assert copy_options("with csv header delimiter ';' null as 'n'") == \
+        "FORMAT csv, HEADER, DELIMITER ';', NULL 'n'"
+    assert copy_options("(FORMAT csv, HEADER)") == "FORMAT csv, HEADER"
+    with pytest.raises(ivm_layer.IVMError, match="usage"):
+        copy_parse("t into 'x'")
 
 
 # -- rendering ------------------------------------------------------------------------------
@@ -90,6 +159,15 @@ def test_expanded_csv_json_and_auto():
     rows = [(1, None, "a,b")]
     exp = render_result(["id", "n", "s"], rows, Display(expanded="on")).splitlines()
     assert exp[0].startswith("-[ RECORD 1 ]") and exp[1:4] == ["id | 1", "n  | NULL", "s  | a,b"]
+    # psql: every record line as wide as the widest line, values with line breaks marked "+"
+    two = render_result(["number", "text"], [(1, "abcdefghijklmnop"), (22, "x")], Display(expanded="on"))
+    assert two.splitlines()[0] == "-[ RECORD 1 ]------------"   # not narrower for the short record
+    assert two.splitlines()[3] == "-[ RECORD 2 ]------------"
+    acl = render_result(["Name", "Access privileges"], [("t0", "=c/pg\npg=CTc/pg")], Display(expanded="on"))
+    assert acl.splitlines() == ["-[ RECORD 1 ]-----+----------", "Name              | t0",
+                                "Access privileges | =c/pg    +", "                  | pg=CTc/pg", ""]
+    lines = render_result(["m", "n"], [("a\nbb", 1)], Display()).splitlines()
+    assert lines[2:4] == [" a +| 1", " bb |"]     # as psql draws it
     assert render_csv(["id", "n", "s"], rows) == 'id,n,s\n1,,"a,b"\n'
     assert json.loads(render_json(["id", "n", "s"], rows)) == [{"id": 1, "n": None, "s": "a,b"}]
     wide = render_result(["a", "b"], [("x" * 80, 1)], Display(expanded="auto", width=40))
@@ -232,5 +310,5 @@ def test_on_error_stop_reaches_into_included_files(tmp_path):
     assert "first" in out.getvalue() and "never" not in out.getvalue() and "after" not in out.getvalue()
     errors = err.getvalue().splitlines()
     assert errors[0].startswith(f"ivm:{inc}:2: ERROR:  Binder Error")
-    assert errors[-1] == f"ivm:top.sql:1: ERROR:  {inc}: stopped at its first error (--on-error-stop) or a cancel"
+    assert errors[-1] == f"ivm:top.sql:1: ERROR:  {inc}: stopped at its first error (ON_ERROR_STOP) or a cancel"
     s.close()

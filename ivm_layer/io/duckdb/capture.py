@@ -28,6 +28,7 @@ Every function runs on the given connection, inside the caller's transaction if 
 
 from __future__ import annotations
 
+import contextlib
 import re
 from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
@@ -278,10 +279,16 @@ class TableCapture:
             conn.execute(text[:span[0]] + f"temp.{STAGE}" + text[span[1]:])
             cols = columns or ""
             sel = columns[1:-1] if columns else "*"
-            return self.bulk_rows(conn.execute(f"INSERT INTO {self.qtable} {cols} SELECT {sel} FROM "
+            rows = self.bulk_rows(conn.execute(f"INSERT INTO {self.qtable} {cols} SELECT {sel} FROM "
                                                f"temp.{STAGE}\nRETURNING {self.returning}"), 1)
-        finally:
-            conn.execute(f"DROP TABLE IF EXISTS temp.{STAGE}")
+        except BaseException:
+            # the COPY's own error is the one to report: in an aborted transaction the clean-up
+            # fails too (the rollback drops the stage table), and must not mask it
+            with contextlib.suppress(Exception):
+                conn.execute(f"DROP TABLE IF EXISTS temp.{STAGE}")
+            raise
+        conn.execute(f"DROP TABLE IF EXISTS temp.{STAGE}")
+        return rows
 
     def upsert(self, conn, text: str, params, user_returning: bool) \
             -> tuple[Any, list, list[tuple], list[tuple]] | None:

@@ -149,6 +149,11 @@ def ensure_publication(conn, name: str, tables: Iterable[str]) -> None:
     reset an existing one to that list."""
     names = ", ".join(quote_table(t) for t in sorted(set(tables)))
     exists = conn.execute("SELECT 1 FROM pg_publication WHERE pubname = %s", [name]).fetchone()
+    if not names:  # a view of constants only (SELECT 1): an empty publication streams nothing
+        if exists:
+            conn.execute(f"DROP PUBLICATION {quote_ident(name)}")
+        conn.execute(f"CREATE PUBLICATION {quote_ident(name)}")
+        return
     if exists:
         conn.execute(f"ALTER PUBLICATION {quote_ident(name)} SET TABLE {names}")
     else:

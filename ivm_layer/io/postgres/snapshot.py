@@ -1,5 +1,5 @@
 """PostgreSQL access for the ``ivm-cdc`` source: catalog, view column types, snapshot slices
-by block range. (Changes are streamed by :mod:`.changefeed`.)
+by block range. (Changes are streamed by :mod:`.feed`.)
 
 Snapshot rows are read with COPY inside ``REPEATABLE READ`` + ``SET TRANSACTION SNAPSHOT``
 (the snapshot exported by ``CREATE_REPLICATION_SLOT``), one slice of heap blocks per Spark

@@ -98,9 +98,10 @@ _warming: threading.Thread | None = None
 
 
 def warm_up(background: bool = False) -> None:
-    """Pay pyarrow's one-time set-up (about a second on first use) early: in a background
-    thread when a session opens, and at the latest when a served view is created, never on
-    the user's first read."""
+    """Pay pyarrow's one-time set-up (about a second on first use) when a served view is
+    created or loaded, never on the user's first read (nor at all in a session without
+    served views: a session opening does not load pyarrow); ``background=True`` starts it in
+    a thread instead."""
     global _warming
     if background:
         if _warming is None:

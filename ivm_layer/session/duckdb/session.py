@@ -37,7 +37,7 @@ from ...engine.view import View
 from ...errors import IVMError
 from ...io.duckdb import capture as duck
 from ...sql.statements import classify
-from ..core import Cursor, SessionBase, ViewInfo
+from ..core import Cursor, SessionBase, ViewInfo, unalterable
 from ..lookups import plan_lookups
 from ..router import Route, route
 from . import reads
@@ -107,9 +107,10 @@ class Session(SessionBase):
         self._txn_undo: list = []
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
+        # the database's own name: memory.t, memory.main.t name table t (router.route)
+        self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
         self._count_shapes: dict[str, Any] = {}   # count(*) statement -> DuckDB's description
-        reads.warm_up(background=True)
-        self._catalog.load_catalog()
+        self._catalog.load_catalog()   # pyarrow is loaded when a served view needs it, not before
 
     # -- public API ---------------------------------------------------------------------
     def sync(self) -> None:
@@ -177,7 +178,7 @@ class Session(SessionBase):
 
     # -- dispatch -----------------------------------------------------------------------
     def _execute_one(self, text: str, params) -> Cursor:
-        r = route(text)
+        r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r)
@@ -316,7 +317,7 @@ class Session(SessionBase):
         if t is None or not (r.kind == "alter" or "or_replace" in r.flags):
             return
         if t in self._views:
-            raise IVMError(f"{t!r} is incremental view {t!r}: use DROP VIEW {t} first")
+            raise IVMError(unalterable(t))
         if t in self._catalog.captures:
             verb = "altering" if r.kind == "alter" else "replacing"
             raise IVMError(f"table {t!r} is read by incremental view(s) {', '.join(self._catalog.readers(t))}: "

@@ -22,7 +22,8 @@ from ...engine.view import View
 from ...errors import IVMError, SQLError
 from ...io.duckdb import capture as duck
 from ...progress import Progress
-from ...sql.statements import CreateIncrementalView, classify
+from ...sql.constants import constant_inputs
+from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import reads
 from .tables import arrow_type, bulk_insert
@@ -166,7 +167,7 @@ class DuckViews:
             cols = duck.table_columns(self.conn, t)
             if cols is not None:
                 schema[t] = cols
-        if not schema:
+        if not schema and (st.tables or not constant_inputs(sql, "duckdb")[1]):
             raise SQLError(f"unknown table {st.tables[0]!r} in the definition of {st.name!r}"
                            if st.tables else f"incremental view {st.name!r} reads no table")
         return sql, depends, schema
@@ -185,10 +186,7 @@ class DuckViews:
         desc = [r for r in desc if not _hidden(r[0], view)]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
-        if st.columns:
-            if len(st.columns) != len(types):
-                raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
-            columns = list(st.columns)
+        columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
             raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
         vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends))

@@ -11,7 +11,8 @@ from ...errors import IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
-from ...sql.statements import CreateIncrementalView
+from ...sql.constants import constant_inputs
+from ...sql.statements import CreateIncrementalView, named_columns
 from ..core import dedupe_names
 from .served import ServedTable
 from .state import UNIT_COLUMN, PgContext, PgView, slot_name
@@ -34,7 +35,7 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
             raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
                            "(source tables must be in the public schema)")
         used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
-    if not used:
+    if not used and not constant_inputs(st.select_sql, ctx.dialect)[1]:
         raise SQLError(f"incremental view {st.name!r} reads no table")
     return used
 
@@ -68,10 +69,7 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
     columns = dedupe_names([d.name for d in cur.description])
     types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
              for d in cur.description]
-    if st.columns:
-        if len(st.columns) != len(types):
-            raise SQLError(f"view {st.name!r} names {len(st.columns)} columns but its query has {len(types)}")
-        columns = list(st.columns)
+    columns = named_columns(st.name, st.columns, columns)
     if len(types) != len(view.columns):
         raise IVMError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
     slot = slot or slot_name(ctx.db, ctx.session, st.name)

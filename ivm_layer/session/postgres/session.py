@@ -52,7 +52,7 @@ from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import private_dir
 from ...sql.statements import classify
-from ..core import Cursor, SessionBase
+from ..core import Cursor, SessionBase, unalterable
 from ..duckdb import reads
 from ..router import route
 from .apply import StreamApplier
@@ -108,6 +108,7 @@ class PostgresSession(SessionBase):
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
             with pgconn.driver_errors(target):
                 identity = pgconn.database_identity(ctl)
+            self._catalogs = frozenset({identity.database.lower()})  # db.t, db.public.t: table t
             sd = Path(state_dir) if state_dir is not None else default_state_dir(identity, session)
             self.ctx = PgContext(target, session, identity, ctl, private_dir(sd), ValueDecoder(),
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
@@ -144,6 +145,9 @@ class PostgresSession(SessionBase):
         PostgreSQL's errors are raised as :class:`SQLError`. Rows written reach the views
         like any other write (a SELECT of a view syncs after the session's own writes)."""
         self._check_open()
+        names = self._names.find(statement) if self._views else []
+        if names:               # COPY (SELECT … FROM view) TO STDOUT reads the served TEMP tables
+            self._refresh_served(names)
         return self._user.copy(statement)
 
     def sync(self, timeout: float = 60.0) -> None:
@@ -277,8 +281,11 @@ class PostgresSession(SessionBase):
 
     def _dispatch(self, text: str, params) -> Cursor:
         if COPY_STDIO.match(text):
+            names = self._names.find(text) if self._views else []
+            if names:
+                self._refresh_served(names)
             return self._user.copy_statement(text, params)
-        r = route(text)
+        r = route(text, self._catalogs)
         kind = r.kind
         if kind == "create_view":
             st = classify(text, self.dialect)
@@ -296,6 +303,8 @@ class PostgresSession(SessionBase):
             return self._drop(text, params)
         if kind in ("begin", "commit", "rollback"):
             return self._transaction(r, params)
+        if kind == "alter" and r.target in self._views:
+            raise IVMError(unalterable(r.target))
         names = self._names.find(text) if self._views else []
         if names:
             return self._serve(r, names, params)
@@ -322,15 +331,28 @@ class PostgresSession(SessionBase):
             self._user.forget_served(self._views.values())
             return self._serve_once(r, names, params)
 
-    def _serve_once(self, r, names: list[str], params) -> Cursor:
+    def _catch_up(self, names: list[str]) -> None:
+        """Apply what has arrived (after the session's own writes, wait for them) and check
+        that the views ``names`` are running."""
         user = self._user
-        in_txn = user.in_txn()
-        if user.dirty and not in_txn:
+        if user.dirty and not user.in_txn():
             self.sync()             # read your own committed writes
         else:
             self.poll()
         for n in names:
             self._check_stopped(self._views[n])
+
+    def _refresh_served(self, names: list[str]) -> None:
+        """Bring the TEMP tables of the served views ``names`` up to date (caught up first)."""
+        self._catch_up(names)
+        for n in names:
+            if not self._views[n].materialized:
+                self._user.refresh_temp(self._views[n], self._views.values())
+
+    def _serve_once(self, r, names: list[str], params) -> Cursor:
+        user = self._user
+        in_txn = user.in_txn()
+        self._catch_up(names)
         if not (in_txn and user.txn_wrote) and r.kind == "read" and params is None and len(names) == 1:
             cur = engine_answer(user, self._shapes, r.text, self._views[names[0]])
             if cur is not None:
@@ -338,7 +360,9 @@ class PostgresSession(SessionBase):
         served = [self._views[n] for n in names if not self._views[n].materialized]
         for vs in served:
             user.refresh_temp(vs, self._views.values())
-        cur = user.run(r.text, params)
+        # never prepared: a view dropped and created again changes its columns behind psycopg,
+        # whose prepared plan would then fail ('cached plan must not change result type')
+        cur = user.run(r.text, params, prepare=False)
         if r.kind != "read":
             user.wrote()
         return cur

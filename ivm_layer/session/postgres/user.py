@@ -67,10 +67,10 @@ class UserConnection:
                 "next statement")
         return SQLError(text)
 
-    def run(self, text: str, params) -> Cursor:
+    def run(self, text: str, params, prepare: bool | None = None) -> Cursor:
         conn = self.conn
         try:
-            res = conn.execute(text, params)
+            res = conn.execute(text, params, prepare=prepare)
             while res.nextset():         # a multi-statement string: the last result counts
                 pass
         except pgconn.driver_error() as e:

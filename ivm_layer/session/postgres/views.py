@@ -133,8 +133,9 @@ class ViewCatalog:
                 else:
                     raise IVMError(
                         f"table {t!r} needs REPLICA IDENTITY FULL so that updates and deletes carry the "
-                        f"whole old row: run ALTER TABLE {t} REPLICA IDENTITY FULL, or connect with "
-                        "ivm_layer.connect(url, set_replica_identity=True) to let the session do it")
+                        f"whole old row: run ALTER TABLE {t} REPLICA IDENTITY FULL, or let the session "
+                        "do it (ivm shell --set-replica-identity; in Python "
+                        "ivm_layer.connect(url, set_replica_identity=True))")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
         return compile_pg_view(self.ctx, st, slot)
