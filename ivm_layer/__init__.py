@@ -9,7 +9,7 @@ and of changes.
 from __future__ import annotations
 
 from .compile import compile_view
-from .engine.view import View
+from .engine.protocol import View
 from .errors import (
     ConcurrentModificationError,
     CyclicQueryError,

@@ -195,7 +195,7 @@ def _build(d: GCQ | SetOperation | SemiJoin | Derived, sql: str):
     if d.projection is not None:  # computed columns / residual filters on top of the join
         return ProjectView(View(plan(d), sql), d.projection, sql)
     if d.aggregate is not None:  # GROUP BY / aggregates: the join plus per-group state
-        return AggregateView(d, sql)
+        return AggregateView(d, sql, plan)
     return View(plan(d), sql)
 
 

@@ -29,3 +29,7 @@ class UpdateError(IVMError):
 
 class ConcurrentModificationError(IVMError):
     """A view was updated while one of its enumerations was still open."""
+
+
+class SubscriberWarning(UserWarning):
+    """A view subscriber raised; the change it was told about is committed all the same."""

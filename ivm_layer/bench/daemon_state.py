@@ -20,7 +20,7 @@ import tempfile
 import time
 import tracemalloc
 
-from ..daemon.state import CheckpointStore, EngineState, ViewDef
+from ..daemon.state import EngineState, ViewDef, open_checkpoint
 
 SCHEMA = {"o": {"id": "integer", "cid": "integer", "note": "text"}, "c": {"cid": "integer", "name": "text"}}
 VIEW = ViewDef("oc", "SELECT o.id, o.note, c.name FROM o JOIN c ON o.cid = c.cid", False, ["o", "c"])
@@ -66,9 +66,9 @@ def main(argv: list[str] | None = None) -> dict:
     tracemalloc.stop()
     d = tempfile.mkdtemp(prefix="ivm-daemon-state-")
     try:
-        store = CheckpointStore(os.path.join(d, "engine"), [VIEW])
+        store = open_checkpoint(os.path.join(d, "engine"), [VIEW])
         t = time.process_time()
-        store.snapshot(0, st)
+        store.write_snapshot({"batch": 0}, st.base, 0)
         out["snapshot_write_cpu_s"] = round(time.process_time() - t, 3)
         out["snapshot_mib"] = round(sum(os.path.getsize(os.path.join(r, f)) for r, _, fs in os.walk(d)
                                         for f in fs) / 2**20, 1)
@@ -86,13 +86,13 @@ def main(argv: list[str] | None = None) -> dict:
         gc.collect()
         t = time.process_time()
         fresh = EngineState([VIEW], SCHEMA)
-        last = CheckpointStore(os.path.join(d, "engine"), [VIEW]).recover(fresh)
+        last, _ = fresh.recover(open_checkpoint(os.path.join(d, "engine"), [VIEW]))
         out["recover_cpu_s"] = round(time.process_time() - t, 3)
         del fresh
         gc.collect()
         tracemalloc.start()
         fresh = EngineState([VIEW], SCHEMA)
-        CheckpointStore(os.path.join(d, "engine"), [VIEW]).recover(fresh)
+        fresh.recover(open_checkpoint(os.path.join(d, "engine"), [VIEW]))
         gc.collect()
         now, peak = tracemalloc.get_traced_memory()
         tracemalloc.stop()

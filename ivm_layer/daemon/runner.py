@@ -26,7 +26,7 @@ from ..errors import IVMError
 from .config import DaemonConfig
 from .sinks import Sink, open_sink, view_layout
 from .sinkwriter import SinkWriter
-from .state import CheckpointStore, EngineState, ViewDef, batch_changes, parse_views
+from .state import EngineState, ViewDef, batch_changes, last_batch_in, open_checkpoint, parse_views
 from .status import StatusFile
 
 log = logging.getLogger("ivm.daemon")
@@ -58,22 +58,21 @@ class DriverEngine:
         self.cfg = cfg
         types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
         self.state = EngineState(defs, types)
-        self.store = CheckpointStore(os.path.join(cfg.checkpoint, "engine"), defs)
+        self.store = open_checkpoint(os.path.join(cfg.checkpoint, "engine"), defs)
         self.sinks = sinks
         self.writer = SinkWriter(sinks)
         layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types, d.columns) for d in defs}
         for s in sinks:
-            s.prepare(layouts, fresh=self.store.last_batch < 0)
+            s.prepare(layouts, fresh=self.store.position < 0)
         t0 = time.monotonic()
         # the logged batches a sink lacks (the daemon stopped while they were being written)
         # are applied one at a time and written again
         marks = [m for m in (s.committed() for s in sinks) if m is not None]
-        self.last = self.store.recover(self.state, hold_after=min(marks) if marks else None)
-        for batch_id, changes in self.store.held:
+        self.last, held = self.state.recover(self.store, hold_after=min(marks) if marks else None)
+        for batch_id, changes in held:
             self.writer.write(batch_id, self.state.apply(changes))
             log.warning("batch %d: written to the sinks again (the daemon stopped before they "
                         "held it)", batch_id)
-        self.store.held = []
         self.recovery_seconds = time.monotonic() - t0
         self.status = status
         self.failed: BaseException | None = None
@@ -98,14 +97,14 @@ class DriverEngine:
         try:
             out = self.state.apply(changes)
             t = _lap(split, "engine", t)
-            self.store.append(batch_id, changes)
+            self.state.log(batch_id, changes)
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
             fields = self._fields(batch_id, rows, out, ts)
-            if self.store.logs_since_snapshot() >= self.cfg.snapshot_every:
+            if self.store.log_entries >= self.cfg.snapshot_every:
                 # a snapshot replaces the log: the sinks must hold every batch in it first
                 split["sinks"] = round(self.writer.write(batch_id, out), 3)
-                self.store.snapshot(batch_id, self.state)
+                self.state.snapshot(batch_id)
                 self._report(fields, time.monotonic() - t0, time.monotonic() - t0, split)
             else:
                 # keys and encoding while the previous batch's sinks still write, then wait
@@ -320,7 +319,7 @@ def run(cfg: DaemonConfig) -> int:
     os.makedirs(cfg.checkpoint, exist_ok=True)
     spark_ckpt = os.path.join(cfg.checkpoint, "spark")
     engine_dir = os.path.join(cfg.checkpoint, "engine")
-    if cfg.shards == 1 and os.path.isdir(engine_dir) and CheckpointStore.last_batch_in(engine_dir) >= 0 \
+    if cfg.shards == 1 and os.path.isdir(engine_dir) and last_batch_in(engine_dir) >= 0 \
             and not os.path.isdir(os.path.join(spark_ckpt, "offsets")):
         raise IVMError(f"the checkpoint {cfg.checkpoint} holds engine state but no Spark offsets; "
                        "it is damaged: use a new --checkpoint")

@@ -37,6 +37,7 @@ from collections.abc import Mapping
 
 from ..engine.view import Change, View
 from ..errors import IVMError
+from ..maintain.contracts import FaultTolerance
 from ..sql.statements import named_columns
 from .sinkrows import DIGEST_COMMENT, CopyRows, qi, row_key
 
@@ -100,9 +101,12 @@ def view_layout(view: View, schema: Mapping[str, list[tuple[str, str, int]]],
 
 
 class Sink:
-    """Base class: ``prepare`` once, then ``write`` per batch id."""
+    """Base class of the daemon's sinks, which implement the sink contract of
+    :class:`ivm_layer.maintain.contracts.Sink`: ``prepare`` once, then ``write`` per batch id
+    (idempotent), ``committed()`` what they hold."""
 
     label = "sink"
+    fault_tolerance = FaultTolerance.EXACTLY_ONCE
 
     def prepare(self, layouts: Layouts, fresh: bool) -> None:
         """Create what is missing; ``fresh`` (a new checkpoint) also empties earlier output."""
@@ -423,6 +427,7 @@ class ParquetSink(Sink):
 
 class ConsoleSink(Sink):
     label = "console"
+    fault_tolerance = FaultTolerance.NONE     # keeps no record: a batch in flight at a crash is not shown again
 
     def __init__(self, stream=None):
         self.stream = stream or sys.stdout

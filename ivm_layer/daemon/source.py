@@ -5,7 +5,8 @@ the initial snapshot). The first batch is the initial snapshot: the reader creat
 logical slot on a replication connection with ``(SNAPSHOT 'export')`` and keeps that
 connection open and idle until the batch ran, while Spark partitions read slices of every
 table with COPY under the exported snapshot. Then that same connection streams the slot
-(``START_REPLICATION``): a :class:`.changefeed.ChangeFeed` thread in the reader's process
+(``START_REPLICATION``): a :class:`ivm_layer.io.postgres.feed.ChangeFeed` thread in the reader's process
+(the same reader the PostgreSQL sessions use)
 decodes each message once and stages committed transactions by end LSN. Later batches are
 LSN ranges of staged transactions, carried to the executors inside the partitions (no
 executor connects to PostgreSQL); the slot is confirmed up to what Spark recorded as complete
@@ -141,13 +142,13 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _ensure_feed(self, lsn: int):
         """The change feed, started at ``lsn`` on the snapshot's connection (after the snapshot
         batch ran in this process) or on a new one."""
-        from ..io.postgres.feed import ChangeFeed
+        from ..io.postgres.feed import daemon_feed
 
         if self.feed is None:
             rs = None
             if self._export is not None and lsn >= self._export[1].consistent_lsn:
                 rs, self._export = self._export[0], None
-            self.feed = ChangeFeed(self.url, self.slot, self.publication, lsn, self.max_staged, rs=rs,
+            self.feed = daemon_feed(self.url, self.slot, self.publication, lsn, self.max_staged, stream=rs,
                                     spark_checkpoint=self.spark_checkpoint)
         return self.feed
 
@@ -173,9 +174,9 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
     def _snapshot_applied(self) -> bool:
         if not self.state_path or not os.path.isdir(self.state_path):
             return False
-        from .state import CheckpointStore
+        from .state import last_batch_in
 
-        return CheckpointStore.last_batch_in(self.state_path) >= 0
+        return last_batch_in(self.state_path) >= 0
 
     # -- planning -----------------------------------------------------------------------
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:

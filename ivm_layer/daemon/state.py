@@ -1,13 +1,15 @@
-"""The engine state of the daemon (the compiled views) and its checkpoint store.
+"""The engine state of the daemon (its views, kept by a :class:`~ivm_layer.maintain.viewset.ViewSet`)
+and its checkpoint (the one :class:`~ivm_layer.maintain.checkpoint.CheckpointStore`).
 
 The base rows live in one place: the views that read them (``view.base_rows(table)``); the
 state keeps no copy of its own. The engine objects themselves are not serialized: what is
 persisted is the multiset of base rows (a snapshot) plus an append-only log of the
 consolidated changes applied per Spark batch id, in the checkpoint format the PostgreSQL
 session uses (:mod:`ivm_layer.maintain.checkpoint`: typed JSON, no pickle; the daemon writes its
-columnar variant, which loads at C speed for plain values). Recovery compiles the views
-again, replays the log since the snapshot onto the snapshot's rows and loads the result in
-one batch per view; a batch id at or below the recovered one is a replay and is skipped.
+columnar variant, which loads at C speed for plain values, and fsyncs every batch). Recovery
+compiles the views again, replays the log since the snapshot onto the snapshot's rows and
+loads the result in one batch per view; a batch id at or below the recovered one is a replay
+and is skipped.
 
 Files under ``DIR`` (0700; files 0600)::
 
@@ -32,16 +34,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..compile import compile_view
-from ..engine.view import Change, View
+from ..engine.protocol import Change, View
 from ..errors import IVMError, UpdateError
 from ..maintain import checkpoint as ckpt
+from ..maintain.changes import Changes
+from ..maintain.viewset import ViewSet, load_view
 from ..sql.statements import CreateIncrementalView, classify, split_statements
 
 log = logging.getLogger("ivm_layer.daemon")
-
-#: ``{table: {row: k}}`` — a consolidated batch of changes
-Changes = dict[str, dict[tuple, int]]
-
 
 class StateError(IVMError):
     """The checkpoint directory cannot be used (other views, unreadable files)."""
@@ -96,25 +96,22 @@ def compile_def(d: ViewDef, schema: Mapping[str, Mapping[str, str]]) -> View:
 
 
 def consolidate(items: Iterable[tuple[str, tuple, int]]) -> Changes:
-    """``(table, row, k)`` items → ``{table: {row: k}}`` without zero entries."""
-    out: Changes = {}
+    """``(table, row, k)`` items → one :class:`Changes`. O(items)."""
+    out = Changes()
     for table, row, k in items:
-        d = out.setdefault(table, {})
-        n = d.get(row, 0) + k
-        if n:
-            d[row] = n
-        else:
-            del d[row]
-    return {t: d for t, d in out.items() if d}
+        out.add(table, row, k)
+    return out
 
 
 def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
-    """Source rows ``(lsn, seq, tbl, sign, row)`` in stream order → ``{table: {row: k}}``;
-    ``sign == 0`` is a TRUNCATE of ``tbl`` at that point (relative to ``base``, the rows
-    before the batch)."""
-    out: Changes = {}
+    """Source rows ``(lsn, seq, tbl, sign, row)`` in stream order (the Arrow rows of a Spark
+    batch, unpickled) → one :class:`Changes`; ``sign == 0`` is a TRUNCATE of ``tbl`` at that
+    point (relative to ``base``, the rows before the batch). O(rows)."""
+    out = Changes()
     for _lsn, _seq, table, sign, row in rows:
-        d = out.setdefault(table, {})
+        d = out.get(table)
+        if d is None:
+            d = out[table] = {}
         if sign == 0:  # everything present now (base + pending) goes away
             d.clear()
             for r, k in (base.get(table) or {}).items():
@@ -125,7 +122,9 @@ def batch_changes(rows, base: Mapping[str, Mapping[tuple, int]]) -> Changes:
             d[row] = n
         else:
             del d[row]
-    return {t: d for t, d in out.items() if d}
+    for t in [t for t, d in out.items() if not d]:
+        del out[t]
+    return out
 
 
 def encode_changes(changes: Changes) -> bytes:
@@ -137,10 +136,34 @@ def decode_changes(data: bytes) -> Changes:
     """Inverse of :func:`encode_changes`; anything else raises :class:`StateError`."""
     try:
         doc = json.loads(bytes(data))
-        return {str(t): dict(ckpt.decode_columns(c)) for t, c in doc.items()}
+        return Changes({str(t): dict(ckpt.decode_columns(c)) for t, c in doc.items()})
     except (ValueError, TypeError, AttributeError, ckpt.CheckpointError) as e:   # UnicodeDecodeError too
         raise StateError(f"not a batch of the engine state ({e}); a state of an older version "
                          "(pickled) cannot be loaded: start from a new checkpoint") from None
+
+
+@dataclass(eq=False)
+class EngineView:
+    """One view of the daemon, as its :class:`~ivm_layer.maintain.viewset.ViewSet` member."""
+
+    defn: ViewDef
+    view: View
+    schema: dict
+    error: BaseException | None = None
+    subscribers: list = field(default_factory=list)
+    rebuilds: int = 0
+    wants_change = True           # every view change goes to the sinks
+
+    @property
+    def name(self) -> str:
+        return self.defn.name
+
+    @property
+    def static(self) -> set[str]:
+        return set(self.defn.static)
+
+    def recompile(self) -> View:
+        return compile_def(self.defn, self.schema)
 
 
 class EngineState:
@@ -149,21 +172,32 @@ class EngineState:
     def __init__(self, defs: list[ViewDef], schema: Mapping[str, Mapping[str, str]]):
         self.defs = list(defs)
         self.schema = {t: dict(c) for t, c in schema.items()}
-        self.views = compile_defs(self.defs, self.schema)
-        self.rebuilds: dict[str, int] = {d.name: 0 for d in self.defs}
+        self.members = {d.name: EngineView(d, view, self.schema)
+                        for d, view in zip(self.defs, compile_defs(self.defs, self.schema).values())}
+        #: the one road of changes to the views; its checkpoint is attached by :meth:`recover`
+        self.viewset = ViewSet(self.members)
+
+    @property
+    def views(self) -> dict[str, View]:
+        return {name: m.view for name, m in self.members.items()}
+
+    @property
+    def rebuilds(self) -> dict[str, int]:
+        """Per view, the rebuilds after changes of its static tables."""
+        return {name: m.rebuilds for name, m in self.members.items()}
 
     @property
     def tables(self) -> list[str]:
         seen: list[str] = []
-        for v in self.views.values():
-            seen += [t for t in v.tables if t not in seen]
+        for m in self.members.values():
+            seen += [t for t in m.view.tables if t not in seen]
         return seen
 
     def rows_of(self, table: str) -> Mapping[tuple, int]:
         """``table``'s rows as the (first) view reading it holds them, read-only, O(1)."""
-        for v in self.views.values():
-            if table in v.tables:
-                return v.base_rows(table)
+        for m in self.members.values():
+            if table in m.view.tables:
+                return m.view.base_rows(table)
         raise UpdateError(f"changes for table {table!r}, which no view reads")
 
     @property
@@ -172,11 +206,14 @@ class EngineState:
         against these; nothing is copied)."""
         return {t: self.rows_of(t) for t in self.tables}
 
-    def apply(self, changes: Changes) -> dict[str, Change]:
-        """Apply one consolidated batch to every view; returns each view's change. Everything
-        is validated before anything changes (deletes against the engine's rows, then each
-        view's ``prepare``; a view whose static table changes is rebuilt aside), so a bad batch
-        (a delete of a missing row: the stream and the state disagree) changes nothing."""
+    def apply(self, changes: Mapping[str, Mapping[tuple, int]], position: int | None = None) -> dict[str, Change]:
+        """Apply one consolidated batch to every view through the ViewSet; returns the change
+        of each view reading it (empty lists too). Everything is validated before anything
+        changes (deletes against the engine's rows, then each view's ``prepare``; a view whose
+        static table changes is rebuilt aside), so a bad batch (a delete of a missing row: the
+        stream and the state disagree) changes nothing. ``position``: the batch id, logged in
+        the checkpoint (:meth:`recover` attached it)."""
+        changes = Changes.of(changes)
         for table, rows in changes.items():
             store = self.rows_of(table)
             for row, k in rows.items():
@@ -184,46 +221,44 @@ class EngineState:
                     raise UpdateError(f"the change stream deletes {row!r} from {table!r}, which the "
                                       "daemon's state does not hold: the checkpoint and the source "
                                       "disagree (was the slot advanced by someone else?)")
-        static = {d.name: set(d.static) for d in self.defs}
-        prepared, rebuilt = [], {}
-        for name, view in self.views.items():
-            batch = {t: list(changes[t].items()) for t in view.tables if t in changes}
-            if batch and static[name] & batch.keys():
-                fresh = not any(view.base_rows(t) for t in view.tables)   # the first load: no rebuild
-                rebuilt[name] = (self._rebuild(name, changes), not fresh)
-            elif batch:
-                prepared.append((name, view.prepare(batch)))
-        out: dict[str, Change] = {}          # commit: cannot fail
-        for name, p in prepared:
-            out[name] = self.views[name].commit(p, want_change=True)
-        for name, (view, counted) in rebuilt.items():
-            old = dict(self.views[name].rows())
-            self.views[name] = view
-            if counted:
-                self.rebuilds[name] += 1
-                log.info("view %s rebuilt: a static table changed (rebuild %d)", name, self.rebuilds[name])
-            new = dict(view.rows())
-            change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
-            out[name] = change + [(r, -k) for r, k in old.items() if r not in new]
-        return out
+        readers = [m for m in self.members.values() if not changes.keys().isdisjoint(m.view.tables)]
+        outcome = self.viewset.apply(changes, position=position)
+        return {m.name: outcome.get(m, []) for m in readers}
 
-    def _rebuild(self, name: str, changes: Changes) -> View:
-        """View ``name`` compiled again and loaded, O(N), from its current rows plus
-        ``changes`` (static tables first); the current view is left untouched."""
-        d = next(d for d in self.defs if d.name == name)
-        current = self.views[name]
-        view = compile_def(d, self.schema)
-        for t in sorted(view.tables, key=lambda t: t not in d.static):
-            rows = dict(current.base_rows(t))
-            for row, k in (changes.get(t) or {}).items():
-                n = rows.get(row, 0) + k
-                if n:
-                    rows[row] = n
-                else:
-                    del rows[row]
-            if rows:
-                view.apply({t: list(rows.items())})
-        return view
+    def log(self, batch_id: int, changes: Mapping[str, Mapping[tuple, int]]) -> None:
+        """Record (durably) that batch ``batch_id`` (these consolidated changes) is applied."""
+        if self.viewset.checkpoint is None:
+            raise StateError("recover() the state before writing to its checkpoint")
+        self.viewset.log(batch_id, Changes.of(changes))
+
+    def recover(self, store: ckpt.CheckpointStore, hold_after: int | None = None) -> tuple[int, list]:
+        """Load ``store``'s snapshot, with the log since it replayed onto its rows, into this
+        empty state (one batch per view) and attach the store as the state's checkpoint log;
+        returns the last applied batch id (-1 for a fresh checkpoint) and, with
+        ``hold_after``, the logged batches after that id, not loaded (``[(batch_id, changes)]``,
+        in order): the caller applies them one at a time (to write their view changes to
+        sinks that missed them)."""
+        with collector_paused():
+            try:
+                cp = store.load(hold_after)
+            except ckpt.CheckpointError as e:
+                raise StateError(f"refusing the engine checkpoint: {e}") from None
+            if cp is None:
+                raise StateError(f"the engine checkpoint {store.dir} lost its snapshot; use a new --checkpoint")
+            try:
+                self.load_tables(cp.tables)
+            except UpdateError as e:
+                raise StateError(f"the engine checkpoint {store.dir} is inconsistent ({e}); use a new "
+                                 "--checkpoint") from None
+        self.viewset.checkpoint = store
+        return cp.lsn, [(bid, Changes.of(ch)) for bid, ch in cp.held]
+
+    def snapshot(self, batch_id: int) -> None:
+        """Write the full state as of ``batch_id`` to the attached checkpoint; it replaces the log."""
+        store = self.viewset.checkpoint
+        if store is None:
+            raise StateError("recover() the state before writing to its checkpoint")
+        store.write_snapshot({"batch": batch_id}, self.base, batch_id)
 
     def dump(self) -> bytes:
         """The base rows in the checkpoint format (a columnar typed-JSON snapshot, no pickle)."""
@@ -252,19 +287,13 @@ class EngineState:
             self.load_tables(tables)
 
     def load_tables(self, tables: Mapping[str, Mapping[tuple, int]]) -> None:
-        """Load ``{table: {row: k}}`` into an empty state: one batch per view, static tables
+        """Load ``{table: {row: k}}`` into an empty state: one batch per view, its static tables
         first (so that no load counts as a write to a static table)."""
         if any(self.rows_of(t) for t in self.tables):
             raise StateError("load() needs an empty state")
-        known = set(self.tables)
-        statics = {t for d in self.defs for t in d.static}
         with collector_paused():
-            for first in (True, False):
-                part = {t: rows for t, rows in tables.items() if t in known and rows and (t in statics) == first}
-                for view in self.views.values():
-                    batch = {t: list(part[t].items()) for t in view.tables if t in part}
-                    if batch:
-                        view.apply(batch)
+            for m in self.members.values():
+                load_view(m.view, {t: tables[t] for t in m.view.tables if tables.get(t)}, m.static)
 
 
 @contextmanager
@@ -302,98 +331,46 @@ def _refuse_pickles(directory: str) -> None:
                          "the tables again from a fresh snapshot), or delete this one")
 
 
-class CheckpointStore:
-    """Snapshot + append-only per-batch change log of an :class:`EngineState` in a private
-    directory (the format of :mod:`ivm_layer.maintain.checkpoint`)."""
+def open_checkpoint(directory: str, defs: list[ViewDef]) -> ckpt.CheckpointStore:
+    """The engine's checkpoint in ``directory`` (columnar, every batch fsynced): a private
+    directory, never a pickle of an older version, the definitions it was written for (a
+    fresh directory records them and starts with an empty snapshot). Load it with
+    :meth:`EngineState.recover`; :attr:`~ivm_layer.maintain.checkpoint.CheckpointStore.position`
+    is the last applied batch id (-1: none)."""
+    try:
+        ckpt.private_dir(Path(directory))
+    except ckpt.CheckpointError as e:
+        raise StateError(f"refusing the engine checkpoint: {e}") from None
+    _refuse_pickles(directory)
+    fp = views_fingerprint(defs)
+    meta = os.path.join(directory, "views.json")
+    if os.path.exists(meta):
+        with open(meta) as f:
+            have = json.load(f).get("fingerprint")
+        if have != fp:
+            raise StateError(f"the checkpoint {directory} belongs to other view definitions; "
+                             "use a new --checkpoint directory after changing the views file")
+    else:
+        write_atomic(meta, json.dumps({"fingerprint": fp, "views": [d.name for d in defs]}).encode())
+    store = ckpt.CheckpointStore(Path(directory), _NAME, columnar=True, sync_each=True)
+    if not store.snap_path.exists():   # a fresh checkpoint: an empty snapshot starts the log
+        if store.log_path.exists():
+            raise StateError(f"the engine checkpoint {directory} has a change log but lost its "
+                             "snapshot; use a new --checkpoint")
+        store.write_snapshot({"batch": -1}, {}, -1)
+    else:
+        store.position = last_batch_in(directory)
+    return store
 
-    def __init__(self, directory: str, defs: list[ViewDef]):
-        self.dir = directory
-        try:
-            ckpt.private_dir(Path(directory))
-        except ckpt.CheckpointError as e:
-            raise StateError(f"refusing the engine checkpoint: {e}") from None
-        _refuse_pickles(directory)
-        fp = views_fingerprint(defs)
-        meta = os.path.join(directory, "views.json")
-        if os.path.exists(meta):
-            with open(meta) as f:
-                have = json.load(f).get("fingerprint")
-            if have != fp:
-                raise StateError(f"the checkpoint {directory} belongs to other view definitions; "
-                                 "use a new --checkpoint directory after changing the views file")
-        else:
-            write_atomic(meta, json.dumps({"fingerprint": fp, "views": [d.name for d in defs]}).encode())
-        self.files = ckpt.CheckpointStore(Path(directory), _NAME)
-        self.held: list[tuple[int, Changes]] = []
-        self._last = self.last_batch_in(directory)
-        self._open = False
-        if not self.files.snap_path.exists():   # a fresh checkpoint: an empty snapshot starts the log
-            if self.files.log_path.exists():
-                raise StateError(f"the engine checkpoint {directory} has a change log but lost its "
-                                 "snapshot; use a new --checkpoint")
-            self.files.write_snapshot({"batch": -1}, {}, -1, columnar=True)
-            self._open = True
 
-    @staticmethod
-    def last_batch_in(directory: str) -> int:
-        """The last applied batch id recorded in ``directory`` (-1 if none), read-only."""
-        _refuse_pickles(directory)
-        try:
-            pos = ckpt.read_position(Path(directory), _NAME)
-        except ckpt.CheckpointError as e:
-            raise StateError(f"refusing the engine checkpoint: {e}") from None
-        return -1 if pos is None else pos
-
-    @property
-    def last_batch(self) -> int:
-        """The last applied batch id (-1 when nothing was applied yet)."""
-        return self._last
-
-    def recover(self, state: EngineState, hold_after: int | None = None) -> int:
-        """Load the snapshot, with the log since it replayed onto its rows, into an empty
-        ``state`` (one batch per view); returns the last applied batch id (-1 for a fresh
-        checkpoint). With ``hold_after``, the logged batches after that id are not loaded but
-        left in :attr:`held` (``[(batch_id, changes)]``, in order): the caller applies them one
-        at a time (to write their view changes to sinks that missed them)."""
-        with collector_paused():
-            try:
-                cp = self.files.load(hold_after)
-            except ckpt.CheckpointError as e:
-                raise StateError(f"refusing the engine checkpoint: {e}") from None
-            if cp is None:
-                raise StateError(f"the engine checkpoint {self.dir} lost its snapshot; use a new --checkpoint")
-            try:
-                state.load_tables(cp.tables)
-            except UpdateError as e:
-                raise StateError(f"the engine checkpoint {self.dir} is inconsistent ({e}); use a new "
-                                 "--checkpoint") from None
-        self.held = [
-            (bid, {t: dict(rows) for t, rows in ch.items()}) for bid, ch in cp.held]
-        self._open = True
-        self._last = cp.lsn
-        return cp.lsn
-
-    def _ready(self) -> None:
-        if not self._open:
-            raise StateError("recover() the state before writing to its checkpoint")
-
-    def append(self, batch_id: int, changes: Changes) -> None:
-        """Record (durably) that batch ``batch_id`` (these consolidated changes) is applied."""
-        self._ready()
-        self.files.append(batch_id, {t: list(rows.items()) for t, rows in changes.items()}, columnar=True)
-        self.files.sync_log()
-        self._last = max(self._last, batch_id)
-
-    def snapshot(self, batch_id: int, state: EngineState) -> None:
-        """Write the full state as of ``batch_id``; it replaces the log."""
-        self._ready()
-        base = state.base
-        self.files.write_snapshot({"batch": batch_id}, {t: rows.items() for t, rows in base.items()},
-                                  batch_id, columnar=True)
-        self._last = max(self._last, batch_id)
-
-    def logs_since_snapshot(self) -> int:
-        return self.files.log_entries
+def last_batch_in(directory: str) -> int:
+    """The last applied batch id recorded in ``directory`` (-1 if none), read-only."""
+    _refuse_pickles(directory)
+    try:
+        pos = ckpt.read_position(Path(directory), _NAME)
+    except ckpt.CheckpointError as e:
+        raise StateError(f"refusing the engine checkpoint: {e}") from None
+    return -1 if pos is None else pos
 
 
 def write_atomic(path: str, data: bytes) -> None:

@@ -30,14 +30,13 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from sortedcontainers import SortedList
 
 from ..errors import ConcurrentModificationError, SQLError, UpdateError
-from ..planner import plan as make_plan
 from ..query import GCQ, Aggregate, AggregateSpec, Expr, expr_str, expr_vars
 from .exact import EXACT, numeric_avg
 from .leaves import value_kind
 from .scalar import SCALAR_TAGS, compile_scalar
 from .fsum import FloatSum, exact, plain
 from .values import canonical
-from .view import Prepared, View, subscribe_to
+from .view import Prepared, View, subscribe_to, tell
 from .view import chunked_rows as _chunks
 
 Change = list[tuple[tuple, int]]
@@ -476,9 +475,13 @@ def check_values(checks_by_table: dict, known: dict, validated: list[tuple[str, 
 
 # -- the view ---------------------------------------------------------------------------
 class AggregateView:
-    """An incrementally maintained ``GROUP BY`` / aggregate view (same API as :class:`View`)."""
+    """An incrementally maintained ``GROUP BY`` / aggregate view (the :class:`ivm_layer.View`
+    protocol) over a join view it builds and drives through the engine's public operations
+    (``validate``, ``prepare_validated``, ``commit``). ``make_plan`` plans a join query (the
+    compiler passes :func:`ivm_layer.planner.plan`): the view picks the join's output columns
+    and ring payloads, the planner the tree."""
 
-    def __init__(self, gcq: GCQ, sql: str = ""):
+    def __init__(self, gcq: GCQ, sql: str, make_plan: Callable[[GCQ], Any]):
         spec: AggregateSpec = gcq.aggregate
         self.sql = sql
         self.spec = spec
@@ -622,19 +625,33 @@ class AggregateView:
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, table: str, row: Iterable[Any]) -> None:
+        """One row, +1: the join's update (its bound: :meth:`explain`) plus O(1) per changed
+        join row and group (O(log n) for MIN/MAX and DISTINCT aggregates)."""
         self.apply({table: [(row, 1)]})
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
+        """One row, −1 (UpdateError if absent, nothing changed). Cost: as :meth:`insert`."""
         self.apply({table: [(row, -1)]})
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
+        """A batch, all or nothing: the join's update, then O(1) per changed join row and O(1)
+        per changed group to recompute its output row (:meth:`explain`)."""
         self._apply(batch)
 
     def diff(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> Change:
+        """:meth:`apply`, returning the view's consolidated change (one entry per changed group row).
+        Cost: as :meth:`apply`."""
         return self._apply(batch)
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
+        """Call ``callback(change)`` after every update that changes the view (see
+        :meth:`ivm_layer.engine.view.View.subscribe`); returns an unsubscribe function. O(1)."""
         return subscribe_to(self._subscribers, callback)
+
+    @property
+    def subscribers(self) -> tuple[Callable[[Change], Any], ...]:
+        """The callbacks :meth:`subscribe` registered, in order."""
+        return tuple(self._subscribers)
 
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of input table ``table`` as the view holds them (see :meth:`View.base_rows`)."""
@@ -656,31 +673,36 @@ class AggregateView:
 
     def prepare(self, batch: Mapping) -> Prepared:
         """Phase one of a two-phase update (see :meth:`View.prepare`): validate and compute;
-        raises :class:`UpdateError`, changes nothing."""
+        raises :class:`UpdateError`, changes nothing. Cost: the join's ``prepare`` plus O(batch)
+        for the aggregates' value checks."""
         base = self._base
-        validated = base._validate(batch)  # raises before anything changes
+        validated = base.validate(batch)  # raises before anything changes
         kinds = self._check_values(validated)
         with localcontext(EXACT):  # DECIMAL(38, s) sums need more than 28 digits
-            steps = base._prepare_validated(validated, {})
-        return Prepared(self, self._version, (kinds, steps))
+            prepared = base.prepare_validated(validated)
+        return Prepared(self, self._version, (kinds, prepared))
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change:
-        """Phase two: apply a prepared batch (cannot fail); returns the view's change."""
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change:
+        """Phase two: apply a prepared batch (cannot fail); returns the view's change and, unless
+        ``notify`` is False (see :meth:`View.commit`), tells the subscribers. Cost: the join's
+        commit plus O(1) per changed join row and group (MIN/MAX, DISTINCT: O(log n))."""
         if prepared.view is not self or prepared.version != self._version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); "
                               "prepare it again")
-        kinds, steps = prepared.steps
-        return self._commit_steps(kinds, steps)
+        kinds, base_prepared = prepared.steps
+        change = self._commit_steps(kinds, base_prepared)
+        if notify and change and self._subscribers:
+            tell(self._subscribers, change)
+        return change
 
     def _apply(self, batch: Mapping) -> Change:
-        p = self.prepare(batch)
-        return self._commit_steps(*p.steps)
+        return self.commit(self.prepare(batch))
 
-    def _commit_steps(self, kinds: dict, steps: list) -> Change:
+    def _commit_steps(self, kinds: dict, prepared: Prepared) -> Change:
         with localcontext(EXACT):  # DECIMAL(38, s) sums need more than 28 digits
-            return self._commit_exact(kinds, steps)
+            return self._commit_exact(kinds, prepared)
 
-    def _commit_exact(self, kinds: dict, steps: list) -> Change:
+    def _commit_exact(self, kinds: dict, prepared: Prepared) -> Change:
         base = self._base
         self._value_kinds.update(kinds)
         self._version += 1
@@ -690,7 +712,7 @@ class AggregateView:
         new_state = self._new_state
         mat = self._mat
         ring = self._ring_index
-        for row, d in base._commit(steps, want_change=True) or ():
+        for row, d in base.commit(prepared, want_change=True) or ():
             g = row[:ng]
             st = state.get(g)
             if st is None:
@@ -716,11 +738,7 @@ class AggregateView:
                     st[i] = _add(st[i], k * exact(v))
                 else:
                     st[i].add(v, k)
-        change = self._refresh(touched)
-        if change:
-            for cb in list(self._subscribers):
-                cb(list(change))
-        return change
+        return self._refresh(touched)
 
     def _refresh(self, groups: Iterable[tuple]) -> Change:
         """Recompute the output rows of the changed groups; return the consolidated change."""

@@ -2,16 +2,21 @@
 
 A composite view combines engine views; it implements the two-phase update
 (``prepare``/``commit``), ``rows``, ``__len__`` and ``explain`` itself and gets the rest of the
-View API here, written once: single-row and batch updates through ``prepare``/``commit``,
-iteration as a bag, subscribers, and refusing ``lookup`` (no composite view has inputs).
+View API (:class:`ivm_layer.View`) here, written once: single-row and batch updates through
+``prepare``/``commit``, iteration as a bag, ``rows_batches`` and ``contains`` over ``rows``,
+subscribers, and refusing ``lookup`` (no composite view has inputs). The cost of an update is
+its parts' costs plus the composite's own work per changed part row: each view's
+``explain()`` says which.
 """
 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from itertools import islice
 from typing import Any
 
 from ..errors import IVMError, UpdateError
+from .values import canonical_row
 from .view import Change, base_rows_of, subscribe_to
 
 
@@ -67,24 +72,49 @@ class CompositeView:
         return steps
 
     def __iter__(self) -> Iterator[tuple]:
+        """The bag: each row repeated by its multiplicity (O(1) per row)."""
         for row, k in self.rows():
             for _ in range(k):
                 yield row
+
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        """:meth:`rows` in lists of ``size`` ``(row, multiplicity)`` pairs (O(1) per row)."""
+        it = self.rows()
+        size = max(1, int(size))
+        while chunk := list(islice(it, size)):
+            yield chunk
+
+    def contains(self, row: Iterable[Any]) -> int:
+        """The multiplicity of ``row`` (0 if absent): a scan of :meth:`rows`, O(view) — a
+        composite view keeps no index of its output rows."""
+        want = canonical_row(tuple(row))
+        return sum(k for r, k in self.rows() if r == want)
 
     def lookup(self, **inputs: Any) -> Iterator[tuple[tuple, int]]:
         raise IVMError("this view has no input parameters (parameterized views are not supported yet)")
 
     def insert(self, table: str, row: Iterable[Any]) -> None:
+        """One row, +1: :meth:`apply` of a one-row batch (cost: :meth:`explain`)."""
         self.apply({table: [(row, 1)]})
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
+        """One row, −1 (UpdateError if absent, nothing changed). Cost: as :meth:`insert`."""
         self.apply({table: [(row, -1)]})
 
     def apply(self, batch: Mapping) -> None:
+        """A batch, all or nothing: ``prepare`` then ``commit`` (cost: :meth:`explain`)."""
         self.commit(self.prepare(batch))
 
     def diff(self, batch: Mapping) -> Change:
+        """:meth:`apply`, returning the view's consolidated change (O(|change|) more)."""
         return self.commit(self.prepare(batch), want_change=True)
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
+        """Call ``callback(change)`` after every update that changes the view (see
+        :meth:`ivm_layer.engine.view.View.subscribe`); returns an unsubscribe function. O(1)."""
         return subscribe_to(self._subscribers, callback)
+
+    @property
+    def subscribers(self) -> tuple[Callable[[Change], Any], ...]:
+        """The callbacks :meth:`subscribe` registered, in order."""
+        return tuple(self._subscribers)

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared
+from .view import Change, Prepared, tell
 
 
 class ConstantInputs(CompositeView):
@@ -94,14 +94,16 @@ class ConstantInputs(CompositeView):
 
     # -- writing ------------------------------------------------------------------------
     def prepare(self, batch: Mapping) -> Prepared:
+        """Phase one: the inner view's prepare (raises, changes nothing). Cost: the inner view's."""
         parts = self.split_batch(batch)  # a constant table is not a table of the view: refused
         return Prepared(self, None, self.inner.prepare(parts) if parts else None)
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change | None:
+        """Phase two (cannot fail): the inner view's commit, at its cost; ``notify=False``
+        leaves the subscribers to the caller."""
         if prepared.view is not self:
             raise UpdateError("this prepared batch belongs to another view")
         change = self.inner.commit(prepared.steps, want_change=True) if prepared.steps is not None else []
-        if change:
-            for cb in list(self._subscribers):
-                cb(list(change))
+        if notify and change and self._subscribers:
+            tell(self._subscribers, change)
         return change if want_change else None

@@ -54,8 +54,7 @@ class ParamView(View):
         if cqap0:
             self._prepare_lookup()
         else:
-            self._answers = {}
-            self.subscribe(self._on_change)
+            self._answers = {}  # kept up to date by _commit (the view's own bookkeeping, not a subscriber)
 
     def __repr__(self) -> str:
         return (f"<ivm_layer.ParamView {'CQAP0' if self.cqap0 else 'answer map'} params={self.params} "
@@ -131,6 +130,19 @@ class ParamView(View):
             yield item
             if self._trep.version != v0:
                 raise _stale()
+
+    def _single(self, table: str, row: Any, k: int) -> bool:
+        if self._answers is not None:
+            return False  # the general path: _commit keeps the answer map
+        return super()._single(table, row, k)
+
+    def _commit(self, steps: list, want_change: bool):
+        if self._answers is None:
+            return super()._commit(steps, want_change)
+        change = super()._commit(steps, True)
+        if change:
+            self._on_change(change)
+        return change
 
     def _on_change(self, change: list[tuple[tuple, int]]) -> None:
         n, answers = self._n, self._answers

@@ -15,7 +15,7 @@ from typing import Any
 
 from ..errors import UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, base_rows_of, combined_stats
+from .view import Change, Prepared, base_rows_of, combined_stats, tell
 
 
 class NestedView(CompositeView):
@@ -78,7 +78,8 @@ class NestedView(CompositeView):
         return self.outer.lookup(**inputs)
 
     def prepare(self, batch: Mapping) -> Prepared:
-        """Phase one: prepare the nested views and validate the outer view's base-table part."""
+        """Phase one: prepare the nested views and validate the outer view's base-table part.
+        Cost: their own ``prepare``."""
         parts = self.split_batch(batch)
         steps = self.prepare_each([v for _, v in self.nested], parts)
         outer_part = {t: ch for t, ch in parts.items() if t in self.outer.tables}
@@ -86,10 +87,11 @@ class NestedView(CompositeView):
             self.outer.prepare(outer_part)  # validation only: the real batch adds the derived changes
         return Prepared(self, self._version, (steps, outer_part))
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change | None:
         """Phase two: commit the nested views, then the outer view with their changes. The outer
         batch's base part was validated in phase one and the derived rows are the nested views'
-        own consistent changes, so this does not fail."""
+        own consistent changes, so this does not fail. Cost: the nested views' commits plus the
+        outer view's update by their changes."""
         if prepared.view is not self or prepared.version != self._version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
         self._version += 1
@@ -104,7 +106,6 @@ class NestedView(CompositeView):
         if not batch:
             return [] if want_change else None
         change = self.outer.commit(self.outer.prepare(batch), want_change=True) or []
-        if change:
-            for cb in list(self._subscribers):
-                cb(list(change))
+        if notify and change and self._subscribers:
+            tell(self._subscribers, change)
         return change if want_change else None

@@ -22,7 +22,7 @@ from typing import Any
 
 from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, combined_stats
+from .view import Change, Prepared, combined_stats, tell
 
 Key = Callable[[tuple], "tuple | None"]
 
@@ -118,12 +118,15 @@ class JoinView(CompositeView):
 
     # -- writing ------------------------------------------------------------------------
     def prepare(self, batch: Mapping) -> Prepared:
-        """Phase one: split the batch between the inputs and prepare both (raises, changes nothing)."""
+        """Phase one: split the batch between the inputs and prepare both (raises, changes nothing).
+        Cost: O(batch) plus the inputs' prepares."""
         parts = self.split_batch(batch)
         return Prepared(self, self._version, self.prepare_each(self.branches, parts))
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
-        """Phase two: commit the inputs, then apply the left change and the right change in turn."""
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change | None:
+        """Phase two (cannot fail): commit the inputs, then apply the left change and the right
+        change in turn. Cost: the inputs' commits plus O(1) + one output change per partner
+        row of each changed input row; ``notify=False`` leaves the subscribers to the caller."""
         if prepared.view is not self or prepared.version != self._version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
         self._version += 1
@@ -136,9 +139,8 @@ class JoinView(CompositeView):
                 self._side(side, change, out)
         result = [(row, k) for row, k in out.items() if k]
         self._total += sum(k for _, k in result)
-        if result:
-            for cb in list(self._subscribers):
-                cb(list(result))
+        if notify and result and self._subscribers:
+            tell(self._subscribers, result)
         return result if want_change else None
 
     def _side(self, s: int, change: Change, out: dict[tuple, int]) -> None:

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, combined_stats
+from .view import Change, Prepared, combined_stats, tell
 
 
 class SemiJoinView(CompositeView):
@@ -86,7 +86,8 @@ class SemiJoinView(CompositeView):
 
     # -- writing ------------------------------------------------------------------------
     def prepare(self, batch: Mapping) -> Prepared:
-        """Phase one: split the batch between the outer and the subquery view and prepare both."""
+        """Phase one: split the batch between the outer and the subquery view and prepare both
+        (raises, changes nothing). Cost: the two views' own ``prepare``."""
         parts = self.split_batch(batch)
         steps = self.prepare_each(self.branches, parts)
         return Prepared(self, self._version, steps)
@@ -98,8 +99,11 @@ class SemiJoinView(CompositeView):
         found = None not in key and right.get(key, 0) > 0
         return found if mode in ("exists", "in") else not found
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
-        """Phase two: commit both views, then combine their changes (cannot fail)."""
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change | None:
+        """Phase two: commit both views, then combine their changes (cannot fail). Cost: the two
+        commits, O(1) per changed outer row, and per subquery key whose match flips the outer
+        rows of that key (``NOT IN``: every key when the subquery becomes (non-)empty or gains or
+        loses its NULLs)."""
         if prepared.view is not self or prepared.version != self._version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
         self._version += 1
@@ -150,7 +154,7 @@ class SemiJoinView(CompositeView):
             else:
                 for key, before in touched.items():
                     self._flip(key, before, out)
-        return self._emit(out, want_change)
+        return self._emit(out, want_change, notify)
 
     def _flip(self, key: tuple, before: bool, out: dict[tuple, int]) -> None:
         after = self._ok(key, self._right, self._right_total, self._right_nulls)
@@ -162,7 +166,7 @@ class SemiJoinView(CompositeView):
             vis = row[:nvis]
             out[vis] = out.get(vis, 0) + sign * m
 
-    def _emit(self, out: dict[tuple, int], want_change: bool) -> Change | None:
+    def _emit(self, out: dict[tuple, int], want_change: bool, notify: bool) -> Change | None:
         counts = self._counts
         result: Change = []
         for row, k in out.items():
@@ -181,7 +185,6 @@ class SemiJoinView(CompositeView):
                 result.append((row, 1))
             elif before > 0 and after == 0:
                 result.append((row, -1))
-        if result:
-            for cb in list(self._subscribers):
-                cb(list(result))
+        if notify and result and self._subscribers:
+            tell(self._subscribers, result)
         return result if want_change else None

@@ -16,7 +16,7 @@ from typing import Any
 
 from ..errors import ConcurrentModificationError, UpdateError
 from .composite import CompositeView
-from .view import Change, Prepared, combined_stats
+from .view import Change, Prepared, combined_stats, tell
 
 _MULT: dict[tuple[str, bool], Callable[[int, int], int]] = {
     ("union", True): lambda a, b: a + b,
@@ -89,13 +89,15 @@ class SetOpView(CompositeView):
 
     # -- writing ------------------------------------------------------------------------
     def prepare(self, batch: Mapping) -> Prepared:
-        """Phase one: split the batch by branch and prepare each branch (raises, changes nothing)."""
+        """Phase one: split the batch by branch and prepare each branch (raises, changes nothing).
+        Cost: the branches' own ``prepare``."""
         parts = self.split_batch(batch)
         steps = self.prepare_each(self.branches, parts)
         return Prepared(self, self._version, steps)
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
-        """Phase two: commit every branch and combine their changes (cannot fail)."""
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change | None:
+        """Phase two: commit every branch and combine their changes (cannot fail). Cost: the
+        branches' commits plus O(1) per changed branch row."""
         if prepared.view is not self or prepared.version != self._version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
         self._version += 1
@@ -120,7 +122,6 @@ class SetOpView(CompositeView):
             if new != old:
                 out.append((row, new - old))
                 self._total += new - old
-        if out:
-            for cb in list(self._subscribers):
-                cb(list(out))
+        if notify and out and self._subscribers:
+            tell(self._subscribers, out)
         return out if want_change else None

@@ -4,6 +4,8 @@
   enters the engine (a float or a ``Decimal`` NaN in a row, a NaN constant in a predicate)
   is replaced by the single object :data:`NAN`, a ``float`` that compares, hashes and sorts
   that way. Rows keep working as dict keys: a freshly decoded NaN finds a stored NaN row.
+  It is the only NaN of the layer: the change-stream decoders (``pgoutput``) and the
+  checkpoints return it too (:func:`canonical_float`).
 * **−0.0 = 0.0** and mixed ``int``/``float``/``Decimal`` comparisons are Python's (exact).
 * **Offsets**: a float offset (``r.a < s.c + 0.5``) is a SQL numeric literal: added to an
   ``int`` or a ``Decimal`` it adds the exact decimal ``Decimal('0.5')`` (as DuckDB's
@@ -78,16 +80,10 @@ def _nan_object() -> SqlNaN:
 NAN = SqlNaN()
 
 
-FLOAT_NAN = float("nan")
-"""The one NaN float the change-stream decoders and checkpoints return. PostgreSQL orders NaN
-equal to itself; Python's ``nan == nan`` is False and ``hash(nan)`` depends on the object, but
-dicts, sets and tuple comparison check identity first, so one shared NaN object makes a row
-holding NaN match itself (an UPDATE or DELETE of such a row finds it)."""
-
-
 def canonical_float(v: float) -> float:
-    """``v``, or :data:`FLOAT_NAN` when ``v`` is a NaN."""
-    return FLOAT_NAN if v != v else v
+    """``v``, or :data:`NAN` when ``v`` is a NaN (the decoders of change streams and
+    checkpoints call it, so a row holding NaN matches the engine's stored row)."""
+    return NAN if v != v else v
 
 
 def canonical(v: Any) -> Any:

@@ -94,7 +94,8 @@ class View:
         return self.plan.klass
 
     def explain(self) -> str:
-        """The plan: class, costs, what is materialized, and the GJT with its connex subset N.
+        """The plan: class, costs, what is materialized, and the GJT with its connex subset N
+        (O(plan) plus :meth:`stats`). The plan-specific bounds of every operation are here.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -119,6 +120,7 @@ class View:
         ``base_rows`` (distinct rows of the input tables), ``index_entries`` (entries of the
         T-representation's indexes), ``core_entries`` (of a materialized cyclic core),
         ``materialized_rows`` (a materialized projected result) and their sum ``stored``.
+        O(tables + nodes).
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -148,8 +150,8 @@ class View:
     # -- reading ------------------------------------------------------------------------
     def rows(self) -> Iterator[tuple[tuple, int]]:
         """Iterate ``(row, multiplicity)`` with constant delay (free-connex) or from the
-        materialized result (not free-connex). Updating the view while this iterator is
-        open makes its next step raise :class:`ConcurrentModificationError`.
+        materialized result (not free-connex): O(1) per row either way. Updating the view
+        while this iterator is open makes its next step raise :class:`ConcurrentModificationError`.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -231,7 +233,8 @@ class View:
 
     # -- writing ------------------------------------------------------------------------
     def insert(self, table: str, row: Iterable[Any]) -> None:
-        """Insert one row (multiplicity +1).
+        """Insert one row (multiplicity +1). Cost: the plan's single-tuple update bound — O(1)
+        for a q-hierarchical view, what :meth:`explain` states otherwise.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -247,7 +250,8 @@ class View:
             self._apply_checked({table: [(row, 1)]}, want_change=False)
 
     def delete(self, table: str, row: Iterable[Any]) -> None:
-        """Delete one row (multiplicity -1); raises UpdateError if the row is not present.
+        """Delete one row (multiplicity -1); raises UpdateError if the row is not present
+        (nothing changed). Cost: as :meth:`insert`.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -278,11 +282,16 @@ class View:
         return self._code.single_row(table, row, k)
 
     def _commit_one(self, name: str, changes: dict[tuple, int]) -> None:
-        """Both phases for one table's validated changes (the single-row path's general case)."""
-        self._commit(self._prepare_validated([(name, changes)]), want_change=False)
+        """Both phases for one table's validated changes (the single-row path's general case),
+        then the subscribers (as :meth:`apply`)."""
+        change = self._commit(self._prepare_validated([(name, changes)]), want_change=False)
+        if change and self._subscribers:
+            tell(self._subscribers, change)
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
-        """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing).
+        """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing). Cost: O(batch)
+        to validate, then the plan's update bound per changed leaf tuple (:meth:`explain`).
+        ``prepare`` + ``commit`` in one call.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -298,7 +307,8 @@ class View:
         self._apply_checked(batch, want_change=False)
 
     def diff(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> Change:
-        """Apply a batch and return the view's change ``[(row, Δk)]``, consolidated.
+        """Apply a batch and return the view's change ``[(row, Δk)]``, consolidated. Cost: as
+        :meth:`apply`, plus the delta enumeration, O(|change|) for a free-connex view.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -314,8 +324,9 @@ class View:
     def prepare(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> "Prepared":
         """Phase one of a two-phase update: validate ``batch`` and compute everything the update
         needs. Raises :class:`UpdateError` for a bad batch; changes nothing. Hand the result to
-        :meth:`commit` before any other update of this view (sessions use the pair to update
-        several views all-or-nothing).
+        :meth:`commit` before any other update of this view (:class:`ivm_layer.maintain.ViewSet`
+        uses the pair to update several views all-or-nothing). Cost: O(batch) to validate plus
+        the leaf deltas (one tuple per changed row and atom); the propagation is :meth:`commit`'s.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -328,9 +339,24 @@ class View:
         """
         return Prepared(self, self._trep.version, self._prepare(batch))
 
-    def commit(self, prepared: "Prepared", want_change: bool = False) -> Change | None:
+    def validate(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> list[tuple[str, dict[tuple, int]]]:
+        """``batch`` checked and consolidated, ``[(table, {row: k})]`` (rows canonical, zero sums
+        dropped; a delete of a row the view does not hold raises :class:`UpdateError`). Changes
+        nothing. O(batch). With :meth:`prepare_validated`, :meth:`prepare` in two steps, for a
+        view built on this one that checks the rows itself in between (``AggregateView``)."""
+        return self._validate(batch)
+
+    def prepare_validated(self, validated: list[tuple[str, dict[tuple, int]]]) -> "Prepared":
+        """Phase one for a batch :meth:`validate` returned (see :meth:`prepare`)."""
+        return Prepared(self, self._trep.version, self._prepare_validated(validated))
+
+    def commit(self, prepared: "Prepared", want_change: bool = False, notify: bool = True) -> Change | None:
         """Phase two: apply a :meth:`prepare`-d batch (cannot fail). Returns the view's
-        consolidated change when ``want_change``.
+        consolidated change when ``want_change`` (or when the view has subscribers). The
+        subscribers are called with it unless ``notify`` is False: then the caller calls them
+        after its own commit (:class:`ivm_layer.maintain.ViewSet`, after the database's).
+        Cost: the plan's update bound per changed leaf tuple (see :meth:`explain`), plus
+        O(|change|) for the change.
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -345,11 +371,17 @@ class View:
         if prepared.view is not self or prepared.version != self._trep.version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); "
                               "prepare it again")
-        return self._commit(prepared.steps, want_change)
+        change = self._commit(prepared.steps, want_change)
+        if notify and change and self._subscribers:
+            tell(self._subscribers, change)
+        return change
 
     def subscribe(self, callback: Callable[[Change], Any]) -> Callable[[], None]:
-        """Call ``callback(change)`` after every update that changes the view. Returns an
-        unsubscribe function.
+        """Call ``callback(change)`` after every update that changes the view (after the update
+        is applied: an exception it raises reaches the caller of the update, which stays
+        applied). Through a session, callbacks run after the database committed, through
+        :class:`ivm_layer.maintain.ViewSet`, and an exception becomes a warning. Returns an
+        unsubscribe function. O(1).
 
         Examples:
             >>> from ivm_layer import compile_view
@@ -361,6 +393,11 @@ class View:
             >>> stop(); v.insert("r", (2, 10))  # unsubscribed: nothing printed
         """
         return subscribe_to(self._subscribers, callback)
+
+    @property
+    def subscribers(self) -> tuple[Callable[[Change], Any], ...]:
+        """The callbacks :meth:`subscribe` registered, in order. O(subscribers)."""
+        return tuple(self._subscribers)
 
     # -- internals ----------------------------------------------------------------------
     def _drop_stores(self, kept_elsewhere: Mapping[str, dict]) -> None:
@@ -437,13 +474,13 @@ class View:
             if self._distinct:
                 result = _set_change(self._materialized, bag_change)
             _merge(self._materialized, bag_change)
-        if result:
-            for cb in list(self._subscribers):
-                cb(list(result))
         return result
 
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
-        return self._commit(self._prepare(batch), want_change)
+        change = self._commit(self._prepare(batch), want_change)
+        if change and self._subscribers:
+            tell(self._subscribers, change)
+        return change
 
 
 class Prepared:
@@ -512,6 +549,12 @@ def _set_change(counts: dict[tuple, int], change: list[tuple[tuple, int]]) -> li
         elif before > 0 and after == 0:
             out.append((row, -1))
     return out
+
+
+def tell(subscribers: Iterable[Callable[[Change], Any]], change: Change) -> None:
+    """Call each of ``subscribers`` with (a copy of) a committed ``change``, in order."""
+    for cb in list(subscribers):
+        cb(list(change))
 
 
 def subscribe_to(subscribers: list, callback: Callable[[Change], Any]) -> Callable[[], None]:

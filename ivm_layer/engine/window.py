@@ -34,7 +34,7 @@ from .composite import CompositeView
 from .exact import EXACT
 from .orderstat import OrderStatList
 from .values import SqlNaN
-from .view import Change, Prepared, combined_stats
+from .view import Change, Prepared, combined_stats, tell
 from .windowwalk import Walker, diff_walk
 
 # -- sort keys ---------------------------------------------------------------------------------
@@ -228,10 +228,15 @@ class WindowView(CompositeView):
 
     # -- writing ------------------------------------------------------------------------
     def prepare(self, batch: Mapping) -> Prepared:
+        """Phase one: the inner view's prepare (raises, changes nothing). Cost: the inner view's."""
         parts = self.split_batch(batch)
         return Prepared(self, self._version, self.inner.prepare(parts))
 
-    def commit(self, prepared: Prepared, want_change: bool = False) -> Change | None:
+    def commit(self, prepared: Prepared, want_change: bool = False, notify: bool = True) -> Change | None:
+        """Phase two (cannot fail): commit the inner view, then walk each touched partition.
+        Cost: the inner view's commit plus O(log n + rows whose window values change) per
+        changed partition (a Top-N bound stops the walk at k); ``notify=False`` leaves the
+        subscribers to the caller."""
         if prepared.view is not self or prepared.version != self._version:
             raise UpdateError("this prepared batch is stale: the view changed since prepare(); prepare it again")
         self._version += 1
@@ -251,9 +256,8 @@ class WindowView(CompositeView):
                     self._update(pk, changes, out)
         result = [(row, k) for row, k in out.items() if k]
         self._total += sum(k for _, k in result)
-        if result:
-            for cb in list(self._subscribers):
-                cb(list(result))
+        if notify and result and self._subscribers:
+            tell(self._subscribers, result)
         return result if want_change else None
 
     def _update(self, pk: tuple, changes: dict, out: dict) -> None:

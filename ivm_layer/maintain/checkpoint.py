@@ -1,7 +1,10 @@
-"""Checkpoints of a view's input rows that are safe to read back: typed JSON, no code.
+"""Checkpoints of views' input rows that are safe to read back: typed JSON, no code.
 
-A checkpoint is two files in a private state directory, named by a validated identifier
-(the view's replication slot):
+:class:`CheckpointStore` is the one checkpoint of the layer: a PostgreSQL session keeps one per
+view (named by its replication slot, positions are LSNs), the daemon one for its engine
+(``state``, positions are Spark batch ids; :func:`ivm_layer.daemon.state.open_checkpoint`).
+A :class:`~.viewset.ViewSet` appends each applied batch to it (``apply(…, position=…)``).
+A checkpoint is two files in a private state directory, named by a validated identifier:
 
 - ``<name>.snap`` — a snapshot, replaced atomically (temp file, fsync, rename): one header
   line (format version, a random snapshot id, the view's definition, source table OIDs,
@@ -48,7 +51,7 @@ import re
 import secrets
 import stat
 import uuid
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from itertools import islice, repeat
 from operator import itemgetter
 from pathlib import Path
@@ -400,9 +403,13 @@ class Checkpoint:
 
 
 class CheckpointStore:
-    """The checkpoint files of one view (``name``: a validated identifier) in ``directory``."""
+    """The checkpoint files ``name`` (a validated identifier) in ``directory``. ``columnar``:
+    snapshots and log lines column by column (see the module docstring); ``sync_each``: every
+    :meth:`append` is fsynced before it returns (else :meth:`sync_log` does it, when the owner
+    decides). :attr:`position` is the position of the last batch written or loaded (None
+    before either)."""
 
-    def __init__(self, directory: Path, name: str):
+    def __init__(self, directory: Path, name: str, columnar: bool = False, sync_each: bool = False):
         if not NAME.fullmatch(name or ""):
             raise CheckpointError(f"refusing checkpoint name {name!r}: only a-z, 0-9 and _ (at most 63)")
         self.dir = Path(directory)
@@ -416,16 +423,21 @@ class CheckpointStore:
         self.snapshot_rows = 0
         self._pending_lsn: int | None = None   # appended, not yet fsynced
         self.log_entries = 0          # batches in the log (replayed by load() or appended since)
+        self.columnar = columnar
+        self.sync_each = sync_each
+        self.position: int | None = None
 
     # -- writing ---------------------------------------------------------------------------
     def write_snapshot(self, meta: dict, tables: dict[str, Iterable[tuple[tuple, int]]], lsn: int,
-                       columnar: bool = False) -> None:
+                       columnar: bool | None = None) -> None:
         """Atomically replace the snapshot (and start an empty log for it). ``columnar``
         writes version 3 (column-wise chunks: several times faster to load for plain values).
         The snapshot is renamed into place before the new log replaces the old one, so a crash
         in between leaves the new snapshot with a log of the old one, which is ignored."""
         private_dir(self.dir)
         self.close()
+        columnar = self.columnar if columnar is None else columnar
+        tables = {t: rows.items() if isinstance(rows, Mapping) else rows for t, rows in tables.items()}
         sid = secrets.token_hex(8)
         names = sorted(tables)
         header = dict(meta, version=COLUMNAR_VERSION if columnar else FORMAT_VERSION, snapshot=sid,
@@ -452,6 +464,7 @@ class CheckpointStore:
             raise
         self._pending_lsn = None
         self.log_entries = 0
+        self.position = lsn
 
     def _new_log(self, sid: str) -> None:
         tmp = self.dir / f".{self.name}.log.{secrets.token_hex(4)}.tmp"
@@ -469,12 +482,14 @@ class CheckpointStore:
         self._log_id = sid
         self.log_bytes = os.fstat(fd).st_size
 
-    def append(self, lsn: int, changes: dict[str, list[tuple[tuple, int]]], columnar: bool = False) -> None:
-        """Append one applied batch (made durable by :meth:`sync_log`); ``columnar`` writes
-        the changes column by column (faster to replay for large batches)."""
+    def append(self, lsn: int, changes: Mapping[str, Any], columnar: bool | None = None) -> None:
+        """Append one applied batch ``{table: [(row, Δk)] or {row: Δk}}`` at position ``lsn``
+        (durable after :meth:`sync_log`, or at once with ``sync_each``); ``columnar`` writes the
+        changes column by column (faster to replay for large batches). O(changed rows)."""
         if self._log is None:
             raise CheckpointError("append() before a snapshot was written or loaded")
-        if columnar:
+        changes = {t: rows.items() if isinstance(rows, Mapping) else rows for t, rows in changes.items()}
+        if self.columnar if columnar is None else columnar:
             entry = {"lsn": lsn, "columns": {t: encode_columns(list(rows)) for t, rows in changes.items() if rows}}
         else:
             entry = {"lsn": lsn, "changes": {t: [[encode_row(r), k] for r, k in rows]
@@ -484,6 +499,9 @@ class CheckpointStore:
         self.log_bytes += len(line)
         self.log_entries += 1
         self._pending_lsn = lsn
+        self.position = lsn if self.position is None else max(self.position, lsn)
+        if self.sync_each:
+            self.sync_log()
 
     def sync_log(self) -> int:
         """fsync the log; return the LSN now durable (0 if nothing was appended since)."""
@@ -540,6 +558,7 @@ class CheckpointStore:
             raise CheckpointError(f"checkpoint log {self.log_path} is malformed: {e}") from None
         cp = Checkpoint(header, tables, lsn)
         cp.held = held
+        self.position = lsn
         return cp
 
     def _replay(self, sid: str, tables: dict[str, dict[tuple, int]], lsn: int,

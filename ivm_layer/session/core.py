@@ -5,13 +5,12 @@ introspection API used by the shell). :mod:`ivm_layer.session.duckdb.session` (D
 
 from __future__ import annotations
 
-import warnings
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Self
 
 from ..engine.view import View
-from ..errors import IVMError
+from ..errors import IVMError, SubscriberWarning  # noqa: F401 - SubscriberWarning: its old home
 from .router import split
 
 
@@ -72,10 +71,6 @@ class ViewInfo:
     lag_bytes: int | None = None      # change-stream sources only (PostgreSQL): bytes behind
     lag_seconds: float | None = None  # ... and seconds behind; None where the source has no lag
     rebuilds: int = 0                 # rebuilds after writes to the view's static tables
-
-
-class SubscriberWarning(UserWarning):
-    """A view subscriber raised; the change it was told about is committed all the same."""
 
 
 class ViewStateBase:
@@ -149,7 +144,9 @@ class SessionBase:
         change (DuckDB inside ``BEGIN … COMMIT``: at ``COMMIT``, with the transaction's
         consolidated change, nothing on ``ROLLBACK``; PostgreSQL: as committed changes are
         applied), and an exception it raises is reported as a :class:`SubscriberWarning`: the
-        change stays applied in the database and in the view alike."""
+        change stays applied in the database and in the view alike. Callbacks registered on
+        the engine view itself (``session.view(name).subscribe``) are called the same way (both
+        through :meth:`ivm_layer.maintain.viewset.ViewSet.notify`)."""
         self._check_open()
         vs = self._state(name)
         vs.subscribers.append(callback)
@@ -159,12 +156,6 @@ class SessionBase:
                 vs.subscribers.remove(callback)
 
         return unsubscribe
-
-    def _notify(self, pending: dict) -> None:
-        """Run session subscribers with each view's consolidated change (after a commit)."""
-        for vs, change in pending.items():
-            notify(vs, [(r, k) for r, k in change.items() if k])
-        pending.clear()
 
     def close(self) -> None:  # pragma: no cover - every session overrides it
         raise NotImplementedError
@@ -192,21 +183,6 @@ class SessionBase:
         if vs is None:
             raise IVMError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}")
         return vs
-
-
-def notify(vs, change: list[tuple[tuple, int]]) -> None:
-    """Tell the session subscribers of view state ``vs`` about a committed ``change``; an
-    exception a subscriber raises becomes a :class:`SubscriberWarning` (a subscriber's bug must
-    not undo or stop anything)."""
-    if not change:
-        return
-    for cb in list(vs.subscribers):
-        try:
-            cb(list(change))
-        except Exception as e:  # noqa: BLE001
-            warnings.warn(SubscriberWarning(
-                f"a subscriber of view {vs.name!r} raised {type(e).__name__}: {e} "
-                "(the change is committed and applied to the view)"), stacklevel=4)
 
 
 def unalterable(name: str) -> str:

@@ -13,7 +13,7 @@ import duckdb
 import psycopg
 
 from ivm_layer.daemon.sinks import view_layout
-from ivm_layer.daemon.state import CheckpointStore, EngineState, batch_changes, parse_views
+from ivm_layer.daemon.state import EngineState, batch_changes, open_checkpoint, parse_views
 
 SCHEMA = {"a": {"k": "integer", "v": "integer"}, "b": {"k": "integer", "j": "integer"},
           "c": {"j": "integer", "w": "integer"}}
@@ -63,17 +63,17 @@ def test_issue30_views_in_the_daemon_state(tmp_path):
     defs = parse_views(VIEWS)
     assert [d.columns for d in defs] == [None, ["kk"], None, None]
     state = EngineState(defs, SCHEMA)
-    store = CheckpointStore(str(tmp_path), defs)
+    store = open_checkpoint(str(tmp_path), defs)
     for b, changes in enumerate(_batches(3, 30)):
         state.apply(changes)
         store.append(b, changes)
         if b == 12:
-            store.snapshot(b, state)
+            store.write_snapshot({"batch": b}, state.base, b)
         for d in defs:
             got = Counter(dict(state.views[d.name].rows()))
             assert got == _want(state, d.select_sql), (b, d.name)
     again = EngineState(defs, SCHEMA)
-    assert CheckpointStore(str(tmp_path), defs).recover(again) == 29
+    assert again.recover(open_checkpoint(str(tmp_path), defs))[0] == 29
     for d in defs:
         assert Counter(dict(again.views[d.name].rows())) == Counter(dict(state.views[d.name].rows()))
 

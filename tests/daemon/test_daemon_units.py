@@ -23,10 +23,10 @@ from ivm_layer.daemon.routing import (
 )
 from ivm_layer.daemon.sinks import DuckDBSink, ParquetSink, PostgresSink
 from ivm_layer.daemon.state import (
-    CheckpointStore,
     EngineState,
     ViewDef,
     batch_changes,
+    open_checkpoint,
     parse_views,
 )
 from ivm_layer.errors import IVMError
@@ -38,6 +38,11 @@ VIEWS = {
     "common": "SELECT r.a, s.x, r2.a AS a2 FROM r JOIN s ON r.k = s.k JOIN r AS r2 ON r2.k = s.k",
     "selfineq": "SELECT r1.a, r2.a AS b FROM r AS r1, r AS r2 WHERE r1.a < r2.a AND r1.k = 3",
 }
+
+
+def _recover(directory: str, defs: list, state) -> int:
+    """Open the engine checkpoint in ``directory`` and load it into ``state``: the last batch id."""
+    return state.recover(open_checkpoint(directory, defs))[0]
 
 
 def _row(rnd: random.Random, table: str) -> tuple:
@@ -103,27 +108,27 @@ def test_batch_changes_truncate_in_stream_order():
 def test_checkpoint_store_recovers_and_compacts(tmp_path):
     d = ViewDef("ineq3", VIEWS["ineq3"], True, ["r", "s", "t"])
     st = EngineState([d], SCHEMA)
-    store = CheckpointStore(str(tmp_path), [d])
-    assert store.last_batch == -1
+    store = open_checkpoint(str(tmp_path), [d])
+    assert store.position == -1
     for b, items in enumerate(_stream(5, 9)):
         ch = batch_changes([(0, i, t, k, r) for i, (t, r, k) in enumerate(items)], st.base)
         st.apply(ch)
         store.append(b, ch)
         if b == 4:
-            store.snapshot(b, st)
-    assert store.last_batch == 8 and store.logs_since_snapshot() == 4
+            store.write_snapshot({"batch": b}, st.base, b)
+    assert store.position == 8 and store.log_entries == 4
     again = EngineState([d], SCHEMA)
-    assert CheckpointStore(str(tmp_path), [d]).recover(again) == 8
+    assert _recover(str(tmp_path), [d], again) == 8
     assert _rows(again, "ineq3") == _rows(st, "ineq3") and again.base == st.base
     import os
 
     os.chmod(tmp_path, 0o777)  # a directory others could write: its files could be planted
     with pytest.raises(IVMError, match="written by other users"):
-        CheckpointStore(str(tmp_path), [d]).recover(EngineState([d], SCHEMA))
+        _recover(str(tmp_path), [d], EngineState([d], SCHEMA))
     os.chmod(tmp_path, 0o700)
     other = ViewDef("ineq3", VIEWS["common"], True, ["r", "s"])
     with pytest.raises(IVMError, match="other view definitions"):
-        CheckpointStore(str(tmp_path), [other])
+        open_checkpoint(str(tmp_path), [other])
 
 
 def test_engine_state_refuses_inconsistent_delete():
@@ -468,7 +473,7 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
     """The feed stops reading when its stage is full (a soft bound: one read of what the socket
     holds), frees what Spark's commit log says is complete, confirms the slot up to there and
     no further, and delivers every transaction exactly once."""
-    from ivm_layer.io.postgres.feed import ChangeFeed, committed_offset
+    from ivm_layer.io.postgres.feed import committed_offset, daemon_feed
 
     with psycopg.connect(pg_url, autocommit=True) as c:
         c.execute("CREATE TABLE r (a int, k int, pad text); ALTER TABLE r REPLICA IDENTITY FULL")
@@ -483,7 +488,7 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
     (spark / "commits").mkdir(parents=True)
     (spark / "offsets").mkdir()
     assert committed_offset(str(spark)) is None
-    feed = ChangeFeed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
+    feed = daemon_feed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
     seen: Counter = Counter()
     try:
         assert feed.wait_position(wal, 60, until_full=True)

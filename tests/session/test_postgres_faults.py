@@ -174,9 +174,9 @@ def test_server_refusing_connections_gives_a_clear_error(pg_url, tmp_path):
 
 
 def test_a_consumer_far_behind_lets_go_and_never_blocks_a_shutdown(pg_cluster, pg_url, tmp_path, monkeypatch):
-    from ivm_layer.session.postgres import stream as pg_stream
+    from ivm_layer.session.postgres import views as pg_views
 
-    monkeypatch.setattr(pg_stream, "QUEUE_TRANSACTIONS", 10)       # a queue that fills at once
+    monkeypatch.setattr(pg_views, "STAGED_CHANGES", 10)            # a stage that fills at once
     with psycopg.connect(pg_url, autocommit=True) as w:
         w.execute("CREATE TABLE t (a int)")
         w.execute("ALTER TABLE t REPLICA IDENTITY FULL")

@@ -208,3 +208,37 @@ def test_a_raising_subscriber_stops_nothing(pg_url, tmp_path):
     assert s.info("sub_v")[0].kind == "incremental"
     s.close(drop=True)
     w.close()
+
+
+def test_engine_level_subscribers_go_the_sessions_way(pg_url, tmp_path):
+    """A callback on the engine view (``s.view(name).subscribe``) is told through the same
+    road as the session's subscribers — after the batch is applied and its table written —
+    and one that raises is a SubscriberWarning: the view keeps following the stream."""
+    import psycopg
+
+    import ivm_layer
+    from ivm_layer.errors import SubscriberWarning
+
+    w = psycopg.connect(pg_url, autocommit=True)
+    w.execute("CREATE TABLE esub_t (a int)")
+    s = ivm_layer.connect(pg_url, state_dir=tmp_path / "st", set_replica_identity=True)
+    s.execute("CREATE INCREMENTAL MATERIALIZED VIEW esub_v AS SELECT a FROM esub_t WHERE a > 0")
+    heard = []
+
+    def bad(change):
+        heard.append(sorted(change))
+        raise RuntimeError("engine subscriber bug")
+
+    s.view("esub_v").subscribe(bad)
+    w.execute("INSERT INTO esub_t VALUES (1), (2), (-3)")
+    with pytest.warns(SubscriberWarning, match="engine subscriber bug"):
+        s.sync()
+    assert heard == [[((1,), 1), ((2,), 1)]]
+    assert sorted(w.execute("SELECT a FROM esub_v").fetchall()) == [(1,), (2,)]   # the table was written
+    w.execute("DELETE FROM esub_t WHERE a = 1")
+    with pytest.warns(SubscriberWarning):
+        s.sync()
+    assert heard[-1] == [((1,), -1)]
+    assert sorted(r for r, _ in s.view("esub_v").rows()) == [(2,)]
+    s.close(drop=True)
+    w.close()

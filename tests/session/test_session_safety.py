@@ -145,3 +145,39 @@ def test_sources_replaced_or_dropped_behind_the_sessions_back():
     s.execute("DROP VIEW on_r")
     s.execute("DROP VIEW on_t")
     assert s.views == []
+
+
+def test_a_raising_engine_level_subscriber_leaves_engine_and_database_together():
+    """Issue 29, case 1: a callback registered on the engine view (``s.view(name).subscribe``)
+    runs after DuckDB committed, through the same road as the session's subscribers: when it
+    raises, the write stays committed in DuckDB and in the view alike (a warning says so), and
+    inside a transaction it hears nothing before COMMIT and nothing of a ROLLBACK."""
+    s = connect()
+    s.execute("CREATE TABLE r(a INTEGER)")
+    s.execute("CREATE INCREMENTAL VIEW w AS SELECT a FROM r WHERE a > 0")
+    heard = []
+
+    def bad(change):
+        heard.append(sorted(change))
+        raise RuntimeError("engine subscriber bug")
+
+    s.view("w").subscribe(bad)
+    with pytest.warns(SubscriberWarning, match="engine subscriber bug"):
+        s.execute("INSERT INTO r VALUES (1), (2)")
+    assert heard == [[((1,), 1), ((2,), 1)]]
+    assert s.execute("SELECT count(*) FROM r").fetchone() == (2,)          # committed in DuckDB
+    assert sorted(s.execute("SELECT * FROM w").fetchall()) == [(1,), (2,)]  # and in the view
+    assert len(s.view("w")) == 2
+    s.execute("BEGIN")
+    s.execute("INSERT INTO r VALUES (3)")
+    s.execute("DELETE FROM r WHERE a = 1")
+    assert len(heard) == 1                                                  # not before COMMIT
+    s.execute("ROLLBACK")
+    assert len(heard) == 1 and len(s.view("w")) == 2                        # nothing of a rollback
+    s.execute("BEGIN")
+    s.execute("INSERT INTO r VALUES (4)")
+    s.execute("UPDATE r SET a = 5 WHERE a = 4")
+    with pytest.warns(SubscriberWarning):
+        s.execute("COMMIT")
+    assert heard[-1] == [((5,), 1)]                                         # consolidated, once
+    assert sorted(s.execute("SELECT * FROM w").fetchall()) == [(1,), (2,), (5,)]

@@ -1,21 +1,45 @@
-"""The daemon's one reading of the change stream: a replication connection
-(``START_REPLICATION``, :class:`ivm_layer.io.postgres.replication.ReplicationStream`) read by a background
-thread, each pgoutput message decoded once, committed transactions staged in memory by end LSN.
+"""The one reader of a logical replication slot: :class:`ChangeFeed`, shared by the PostgreSQL
+sessions (one feed per view) and the daemon (one for its slot).
 
-The stage is the source of every batch after the snapshot: ``latestOffset`` picks the end of a
-run of staged transactions, ``partitions`` takes exactly the transactions of an LSN range.
-Durability comes from the slot: its confirmed position only moves to what Spark recorded as
-complete (the sinks and the engine log committed), so after a crash the server sends the
-unconfirmed transactions again, with the same end LSNs, and a replayed batch reads exactly the
-same transactions. The confirmed position follows Spark's commit log promptly (the feed
-checks ``<checkpoint>/spark/commits`` every 0.25 s while it holds transactions), and while
-everything received is committed it follows the server's keepalives, so WAL written by the
-sinks into the same cluster never piles up behind the slot.
+A background thread owns the replication connection
+(:class:`~ivm_layer.io.postgres.replication.ReplicationStream`): it reads, decodes each pgoutput
+message once (:class:`~ivm_layer.io.postgres.pgoutput.PgOutputDecoder`), stages committed
+transactions in memory in end-LSN order, answers keepalives at once, and tells the server
+what the consumer made durable. It never touches the engine. The consumer either takes
+transactions out (:meth:`ChangeFeed.drain`: a session applies them on its own thread) or reads
+LSN ranges of staged ones (:meth:`ChangeFeed.staged`, :meth:`ChangeFeed.take`: the daemon's
+Spark source plans batches from them); :meth:`ChangeFeed.commit` says what is durable, drops
+what it covers and confirms it to the server. The feed is the source contract of
+:mod:`ivm_layer.maintain.contracts` (exactly once: positions are LSNs and the slot replays
+from the last commit).
 
-Memory is bounded: when ``max_staged`` changes are staged the thread stops reading (TCP flow
-control holds the walsender; status updates keep the connection alive). When the connection
-breaks (server restart), the thread reconnects with back-off and drops what was not yet
-committed: the server sends it again.
+Positions: :attr:`ChangeFeed.position` — every transaction ending at or before it is staged
+(the end of the last staged transaction, or a keepalive's position outside a transaction:
+the server sends every transaction committed before it first); :attr:`ChangeFeed.committed`
+— what the consumer made durable; the slot is confirmed up to it and, with ``confirm_idle``
+(the daemon), up to :attr:`position` while nothing is staged, so WAL of tables the slot does
+not publish is not retained (a session records such positions in its checkpoint first and
+commits them).
+
+Faults it survives on its own:
+
+- **server shutdown, dropped connections**: the thread lets go of the connection and opens a
+  new one, ``open_stream(committed)``, with back-off (0.1 s doubling to 2 s) for at most
+  ``reconnect_seconds`` since the first failure; the server sends again from the slot's
+  confirmed position, at or before what was staged, and the feed drops every transaction
+  ending at or before the last one it staged: nothing is lost or doubled;
+- **a consumer far behind** (``max_staged`` changes staged: a soft bound, one read of what the
+  socket holds): the thread stops reading. With ``release_when_full`` (sessions: the consumer
+  may not come back for a long time) it lets go of the connection after a second — an unread
+  connection would hold up a server shutdown — and reconnects once half the stage is free;
+  otherwise (the daemon: the consumer commits within seconds) it keeps the connection alive
+  with status updates and polls ``committed_source``;
+- errors a new connection cannot cure (the slot or publication dropped, privileges, a pgoutput
+  protocol violation) and an exhausted retry budget end the thread: :attr:`ChangeFeed.error`
+  holds the cause, reported by the consumer after the transactions staged before it.
+
+Costs: O(1) per decoded message on the thread; :meth:`drain` O(transactions taken),
+:meth:`staged`/:meth:`take` O(staged transactions).
 """
 
 from __future__ import annotations
@@ -26,18 +50,33 @@ import os
 import threading
 import time
 from collections import deque
+from collections.abc import Callable
 
+from ...errors import IVMError
+from ...maintain.contracts import FaultTolerance
+from .conninfo import is_retryable
 from .pgoutput import PgOutputDecoder, PgOutputError, Transaction
 from .replication import PostgresError, ReplicationStream
 
-log = logging.getLogger("ivm.daemon")
+#: reconnects are logged here at INFO (a session's feed: its user sees a stopped view only
+#: when the retry budget is spent); the daemon's feed logs them to its own log, as warnings
+log = logging.getLogger("ivm_layer.feed")
 
-#: how long a reconnecting feed keeps trying before it reports the stream as failed
-RECONNECT_SECONDS = 300.0
-#: the walsender's ``logical_decoding_work_mem``: a ``source`` sink's batch (one transaction
-#: of up to ~1M view rows) is decoded by the slot too, only to be filtered out by the
-#: publication; with the server's default 64MB it was spilled to disk and read back first
+#: the walsender's ``logical_decoding_work_mem`` for the daemon: a ``source`` sink's batch (one
+#: transaction of up to ~1M view rows) is decoded by the slot too, only to be filtered out by
+#: the publication; with the server's default 64MB it was spilled to disk and read back first
 DECODING_MEMORY = "512MB"
+#: seconds a full stage waits before a ``release_when_full`` feed lets go of its connection
+RELEASE_AFTER = 1.0
+
+
+class ReplicationError(IVMError):
+    """A replication stream failed for good (slot or publication dropped, server unreachable
+    for longer than the retry budget, missing privileges)."""
+
+
+class _Release(Exception):
+    """The stage stayed full: let go of the connection until the consumer catches up."""
 
 
 def replication_url(url: str) -> str:
@@ -66,33 +105,78 @@ def committed_offset(spark_checkpoint: str | None) -> int | None:
         return None
 
 
-class ChangeFeed:
-    """Committed transactions of ``slot`` after ``start_lsn``, staged until committed."""
+def _weight(t: Transaction) -> int:
+    """What a staged transaction counts against ``max_staged``: its row changes (at least 1)."""
+    return max(1, t.n_changes + len(t.truncated))
 
-    def __init__(self, url: str, slot: str, publication: str, start_lsn: int,
-                 max_staged: int = 300_000, rs: ReplicationStream | None = None,
-                 spark_checkpoint: str | None = None):
-        self.url, self.slot, self.publication = url, slot, publication
+
+class ChangeFeed:
+    """Committed transactions of ``slot`` after ``start_lsn``, staged until the consumer takes
+    or commits them (see the module docstring). ``open_stream(lsn)`` returns a started
+    :class:`ReplicationStream` from ``lsn`` (it may raise); ``stream``: one already started at
+    ``start_lsn``."""
+
+    fault_tolerance = FaultTolerance.EXACTLY_ONCE   # positions are LSNs; the slot replays after commit()
+
+    def __init__(self, open_stream: Callable[[int], ReplicationStream], slot: str, start_lsn: int, *,
+                 stream: ReplicationStream | None = None, name: str | None = None,
+                 max_staged: int = 100_000, release_when_full: bool = False, confirm_idle: bool = False,
+                 committed_source: Callable[[], int | None] | None = None,
+                 reconnect_seconds: float = 60.0, logger: logging.Logger | None = None):
+        self.open_stream = open_stream
+        self.slot = slot
+        self.name = name or slot
         self.max_staged = max(1, max_staged)
-        self.spark_checkpoint = spark_checkpoint
+        self.release_when_full = release_when_full
+        self.confirm_idle = confirm_idle
+        self.committed_source = committed_source
+        self.reconnect_seconds = reconnect_seconds
+        self._log, self._level = (logger, logging.WARNING) if logger is not None else (log, logging.INFO)
         self._cond = threading.Condition()
         self._txns: deque[Transaction] = deque()
-        self._staged = 0
-        self.committed = start_lsn          # Spark completed every batch up to here
+        self._staged = 0                    # Σ _weight of the staged transactions
+        self.committed = start_lsn          # durable at the consumer; the slot is confirmed to here
         self.position = start_lsn           # every transaction ending at or before it is staged
+        self.last_end = start_lsn           # end LSN of the last transaction staged
         self.error: BaseException | None = None
+        self.reconnects = 0
         self._want_reply = False
         self._stop = threading.Event()
-        self._rs = rs
-        if rs is not None:
-            rs.start(slot, publication, start_lsn, messages=False)
-        self._thread = threading.Thread(target=self._run, name=f"ivm-feed-{slot}", daemon=True)
+        self._rs = stream
+        self._thread = threading.Thread(target=self._run, name=f"ivm-feed-{self.name}", daemon=True)
         self._thread.start()
 
-    # -- consumer side (Spark's planner calls) -----------------------------------------------
+    # -- the consumer --------------------------------------------------------------------------
     def check(self) -> None:
+        """Raise the feed's failure, if it failed."""
         if self.error is not None:
             raise PostgresError(f"the change stream of slot {self.slot!r} failed: {self.error}")
+
+    def drain(self, limit: int, timeout: float = 0.0) -> list[Transaction]:
+        """Take up to ``limit`` staged transactions out, in order, waiting up to ``timeout``
+        seconds for the first one. O(transactions taken)."""
+        with self._cond:
+            if not self._txns and timeout > 0:
+                self._cond.wait_for(lambda: self._txns or self.error is not None or self._stop.is_set(),
+                                    timeout)
+            out: list[Transaction] = []
+            while self._txns and len(out) < limit:
+                t = self._txns.popleft()
+                self._staged -= _weight(t)
+                out.append(t)
+            if out:
+                self._cond.notify_all()
+            return out
+
+    def pending(self) -> int:
+        """Staged transactions not yet taken or committed."""
+        with self._cond:
+            return len(self._txns)
+
+    def oldest_commit_time(self):
+        """The commit time of the oldest staged transaction (None: nothing staged)."""
+        with self._cond:
+            return self._txns[0].commit_time if self._txns else None
 
     def staged(self, after: int, upto: int | None = None) -> list[tuple[int, int]]:
         """``[(end_lsn, n_changes)]`` of staged transactions ending after ``after`` (and at or
@@ -131,113 +215,157 @@ class ChangeFeed:
             return [t for t in self._txns if start < t.end_lsn <= end]
 
     def commit(self, lsn: int) -> None:
-        """Everything up to ``lsn`` is durably applied: drop it, confirm it to the server."""
+        """Everything up to ``lsn`` is durable at the consumer: drop what is staged up to it and
+        confirm it to the server (with the next status update, within a read)."""
         with self._cond:
             if lsn <= self.committed:
                 return
             self.committed = lsn
             while self._txns and self._txns[0].end_lsn <= lsn:
-                t = self._txns.popleft()
-                self._staged -= t.n_changes + len(t.truncated)
+                self._staged -= _weight(self._txns.popleft())
             self._cond.notify_all()
 
-    def close(self) -> None:
-        """Stop the thread and close the connection (its walsender exits; nothing keeps
-        running on the server)."""
+    def close(self, timeout: float = 10.0) -> None:
+        """Stop the thread and close the connection (its walsender exits; the slot stays)."""
         self._stop.set()
-        self._thread.join(10)
-        rs, self._rs = self._rs, None
-        if rs is not None:
-            rs.close()
+        with self._cond:
+            self._cond.notify_all()
+        if self._thread.is_alive() and self._thread is not threading.current_thread():
+            self._thread.join(timeout)
+        self._drop_stream()
 
-    # -- the reading thread ------------------------------------------------------------------
-    def _connect(self) -> ReplicationStream:
-        """A new stream from the confirmed position (retrying while the slot's previous
-        walsender is still going away)."""
-        deadline = time.monotonic() + 60.0
-        while True:
-            rs = ReplicationStream(replication_url(self.url), status_interval=5.0)
-            try:
-                rs.start(self.slot, self.publication, self.committed, messages=False)
-                return rs
-            except PostgresError as e:
-                rs.close()
-                if "is active for PID" not in str(e) or time.monotonic() > deadline:
-                    raise
-                self._stop.wait(0.2)
-
+    # -- the thread ---------------------------------------------------------------------------
     def _run(self) -> None:
         failing_since: float | None = None
-        while not self._stop.is_set():
-            try:
-                if self._rs is None:
-                    self._rs = self._connect()
-                    log.warning("change stream of slot %s (re)connected at %X", self.slot, self.committed)
-                failing_since = None
-                self._pump(self._rs)
-                return
-            except Exception as e:  # noqa: BLE001 - a broken connection: reconnect, else report
-                if self._stop.is_set():
-                    return
-                rs, self._rs = self._rs, None
-                if rs is not None:
-                    rs.close()
-                now = time.monotonic()
-                failing_since = failing_since or now
-                if now - failing_since > RECONNECT_SECONDS or isinstance(e, PgOutputError):
+        delay = 0.1
+        try:
+            while not self._stop.is_set():
+                try:
+                    if self._rs is None:
+                        self._rs = self.open_stream(self.committed)
+                        self.reconnects += 1
+                        self._log.log(self._level, "replication stream of slot %s (re)connected at %X",
+                                      self.slot, self.committed)
+                    failing_since, delay = None, 0.1
+                    self._pump(self._rs)
+                except _Release:
+                    self._drop_stream()         # let go while the consumer catches up
                     with self._cond:
-                        self.error = e
-                        self._cond.notify_all()
-                    return
-                with self._cond:  # the server sends everything after the confirmed point again
-                    self._txns.clear()
-                    self._staged = 0
-                    self.position = self.committed
-                log.warning("change stream of slot %s broke (%s); reconnecting", self.slot,
-                            str(e).splitlines()[0] if str(e) else type(e).__name__)
-                self._stop.wait(min(5.0, 0.5 + now - failing_since))
+                        self._cond.wait_for(lambda: self._staged <= self.max_staged // 2 or self._stop.is_set())
+                except Exception as e:  # noqa: BLE001 - classified here, reported through .error
+                    self._drop_stream()
+                    if self._stop.is_set():
+                        return
+                    if isinstance(e, PgOutputError) or not is_retryable(e):
+                        self._fail(e)
+                        return
+                    now = time.monotonic()
+                    failing_since = failing_since or now
+                    if now - failing_since > self.reconnect_seconds:
+                        self._fail(ReplicationError(
+                            f"the replication connection of slot {self.slot} was lost and could not be "
+                            f"re-established within {self.reconnect_seconds:.0f} s ({e})"))
+                        return
+                    self._log.log(self._level, "replication stream of slot %s broke (%s); reconnecting", self.slot,
+                                  str(e).splitlines()[0] if str(e) else type(e).__name__)
+                    self._stop.wait(delay)
+                    delay = min(delay * 2, 2.0)
+        finally:
+            self._drop_stream()
 
     def _pump(self, rs: ReplicationStream) -> None:
+        """Read until stopped, the stream fails, or (``release_when_full``) the stage stays
+        full; a fresh decoder per connection (the server re-sends Relation messages, and a
+        partial transaction is re-sent whole)."""
         dec = PgOutputDecoder()
-        next_log_check = 0.0
+        rs.flushed_lsn = max(rs.flushed_lsn, self.committed)
+        next_check = 0.0
+        full_since: float | None = None
         while not self._stop.is_set():
-            if self.full():  # back-pressure: keep the connection alive without reading
-                self.commit(self._spark_committed())  # frees what Spark completed meanwhile
+            if self.full():
+                if self.committed_source is not None:
+                    self.commit(self._source_committed())  # frees what the consumer completed meanwhile
                 rs.flushed_lsn = max(rs.flushed_lsn, self.committed)
-                rs.send_status()
+                now = time.monotonic()
+                full_since = full_since or now
+                if self.release_when_full and now - full_since >= RELEASE_AFTER:
+                    raise _Release
+                rs.send_status()                # back-pressure: alive, not reading
                 self._stop.wait(0.1)
                 continue
+            full_since = None
             if self._want_reply:
                 self._want_reply = False
                 rs.send_status(reply=True)
-            msgs = rs.read(timeout=0.25)
             done = []
-            for lsn, payload in msgs:
+            for lsn, payload in rs.read(timeout=0.25):
                 t = dec.feed(payload, lsn)
                 if t is not None:
                     done.append(t)
-            now = time.monotonic()
             with self._cond:
                 for t in done:
-                    if t.end_lsn <= self.committed or (self._txns and t.end_lsn <= self._txns[-1].end_lsn):
-                        continue  # sent again after a reconnect: already applied or staged
+                    if t.end_lsn <= self.last_end:
+                        continue                # sent again after a reconnect: already staged or taken
                     self._txns.append(t)
-                    self._staged += t.n_changes + len(t.truncated)
+                    self._staged += _weight(t)
+                    self.last_end = t.end_lsn
                     self.position = max(self.position, t.end_lsn)
-                # a keepalive's position: every transaction committed before it was sent first
-                self.position = max(self.position, rs.received_lsn)
+                if not dec.in_transaction:      # a keepalive's position: everything before it was sent
+                    self.position = max(self.position, rs.received_lsn)
                 idle = not self._txns and not dec.in_transaction
                 self._cond.notify_all()
-            if not idle and now >= next_log_check:
-                next_log_check = now + 0.25
-                self.commit(self._spark_committed())
+            now = time.monotonic()
+            if self.committed_source is not None and not idle and now >= next_check:
+                next_check = now + 0.25
+                self.commit(self._source_committed())
             with self._cond:
-                if not self._txns and not dec.in_transaction:
-                    ack = max(self.committed, self.position)  # nothing pending: skip sink WAL too
-                else:
-                    ack = self.committed
+                idle = not self._txns and not dec.in_transaction
+                ack = max(self.committed, self.position) if self.confirm_idle and idle else self.committed
             rs.flushed_lsn = max(rs.flushed_lsn, ack)
 
-    def _spark_committed(self) -> int:
-        lsn = committed_offset(self.spark_checkpoint)
+    def _source_committed(self) -> int:
+        lsn = self.committed_source() if self.committed_source is not None else None
         return self.committed if lsn is None else max(self.committed, lsn)
+
+    def _fail(self, err: BaseException) -> None:
+        with self._cond:
+            self.error = err
+            self._cond.notify_all()
+
+    def _drop_stream(self) -> None:
+        rs, self._rs = self._rs, None
+        if rs is not None:
+            try:
+                rs.close()
+            except Exception:  # noqa: BLE001,S110 - the connection is being discarded anyway
+                pass
+
+
+#: how long the daemon's feed keeps reconnecting before it reports the stream as failed
+DAEMON_RECONNECT_SECONDS = 300.0
+
+
+def daemon_feed(url: str, slot: str, publication: str, start_lsn: int, max_staged: int = 300_000,
+                stream: ReplicationStream | None = None, spark_checkpoint: str | None = None) -> ChangeFeed:
+    """The daemon's feed of ``slot``: changes only (no logical messages), the walsender's
+    decoding memory raised (:func:`replication_url`), a full stage held (the consumer commits
+    within seconds), idle positions confirmed, and — with ``spark_checkpoint`` — what Spark's
+    commit log records as complete confirmed promptly (polled every 0.25 s while transactions
+    are staged). ``stream``: a connection on which the slot was created (its exported snapshot
+    read), started here at ``start_lsn``."""
+
+    def open_stream(lsn: int) -> ReplicationStream:
+        rs = ReplicationStream(replication_url(url), status_interval=5.0)
+        try:
+            rs.start(slot, publication, lsn, messages=False)
+        except BaseException:
+            rs.close()
+            raise
+        return rs
+
+    if stream is not None:
+        stream.start(slot, publication, start_lsn, messages=False)
+    source = (lambda: committed_offset(spark_checkpoint)) if spark_checkpoint else None
+    return ChangeFeed(open_stream, slot, start_lsn, stream=stream, max_staged=max_staged,
+                      confirm_idle=True, committed_source=source,
+                      reconnect_seconds=DAEMON_RECONNECT_SECONDS, logger=logging.getLogger("ivm.daemon"))

@@ -37,7 +37,7 @@ Conventions (stable; other components rely on them):
   ``changes`` because the TRUNCATE wipes them anyway, so this order is exact.
 - **Values** are decoded with psycopg's own loaders for the column's type OID (text format
   for ``t``, binary for ``b``): int2/int4/int8 → ``int``, numeric → ``Decimal``, float4/8 →
-  ``float``, text/varchar/bpchar/name → ``str``, bool → ``bool``, date → ``datetime.date``,
+  ``float`` (a NaN is the engine's one SQL NaN, :data:`ivm_layer.engine.values.NAN`), text/varchar/bpchar/name → ``str``, bool → ``bool``, date → ``datetime.date``,
   timestamp → naive ``datetime``, timestamptz → ``datetime`` in UTC, time, interval, uuid →
   ``uuid.UUID``, bytea → ``bytes``. Rows must be hashable (the engine keys on them), so
   ``json``/``jsonb`` are kept as their text (jsonb's output text is canonical: equal jsonb
@@ -62,7 +62,7 @@ import struct
 from dataclasses import dataclass, field
 from typing import Any
 
-from ...engine.values import FLOAT_NAN as NAN
+from ...engine.values import NAN
 from ...errors import IVMError
 
 __all__ = [

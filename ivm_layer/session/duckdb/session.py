@@ -8,8 +8,8 @@ A :class:`Session` wraps one DuckDB connection. Its cost follows the change, not
 - **Capture** (:mod:`ivm_layer.io.duckdb.capture`): a write to a table an incremental view reads is
   run so that DuckDB returns exactly the rows it changed (``RETURNING``, the pre-image of an
   ``UPDATE``, ``COPY`` through a stage table); those rows are applied to the views reading
-  the table through the engine's two-phase update (all views or none), and to materialized
-  view tables, in the statement's transaction. Writes DuckDB cannot describe row by row
+  the table through the one road of :class:`~ivm_layer.maintain.viewset.ViewSet` (all views
+  or none), and to materialized view tables, in the statement's transaction. Writes DuckDB cannot describe row by row
   (``INSERT OR REPLACE``, ``ON CONFLICT DO UPDATE``, ``MERGE``) and writes made around the
   session (``session.connection``, another connection) are found by a fingerprint check on
   ``sync()``/``poll()`` and after statements the router cannot attribute to one table, then
@@ -19,8 +19,8 @@ A :class:`Session` wraps one DuckDB connection. Its cost follows the change, not
   the engine's O(1) count. Nothing is copied.
 - **Transactions**: inside ``BEGIN … COMMIT`` every captured change is applied at once (your
   own writes show in the views) and logged; ``ROLLBACK`` (or a failed ``COMMIT``) undoes the
-  engine side, DuckDB rolls back the materialized tables itself. Subscribers run after the
-  commit.
+  engine side, DuckDB rolls back the materialized tables itself. Subscribers — the
+  session's and the engine views' own — run after the commit.
 
 View definitions live in ``ivm.views(name, kind, definition)``; a session on a file database
 checks every catalog row and recompiles and reloads the views from the current table contents
@@ -101,8 +101,8 @@ class Session(SessionBase):
         self._conn = conn
         self._catalog = DuckViews(conn, progress)
         self._views: dict[str, ViewState] = self._catalog.views
-        self._pending: dict = {}
-        self._writer = DuckWriter(conn, self._catalog, self._pending)
+        self._viewset = self._catalog.viewset
+        self._writer = DuckWriter(conn, self._catalog)
         self._in_txn = False
         self._txn_undo: list = []
         self._txn_fps: dict[str, tuple | None] = {}
@@ -213,7 +213,7 @@ class Session(SessionBase):
                         cur, seen = done
                         if not seen:
                             self._autocommit(self._writer.capture_unseen)
-                        self._notify(self._pending)
+                        self._viewset.notify()
                         return cur
                     return self._autocommit(lambda undo: self._writer.write(r, params, undo))
             elif kind == "unknown_write" and self._catalog.captures:
@@ -297,7 +297,7 @@ class Session(SessionBase):
         except BaseException:
             self._abort(undo, fps)
             raise
-        self._notify(self._pending)
+        self._viewset.notify()
         return out
 
     def _abort(self, undo: list, fps: dict) -> None:
@@ -306,7 +306,7 @@ class Session(SessionBase):
         with contextlib.suppress(duckdb.Error):
             self._conn.rollback()
         self._writer.undo(undo)
-        self._pending.clear()
+        self._viewset.discard()
         for t, fp in fps.items():
             if t in self._catalog.captures:
                 self._catalog.captures[t].restore(fp)
@@ -378,12 +378,12 @@ class Session(SessionBase):
         finally:
             if r.kind == "rollback" or aborted:
                 self._writer.undo(self._txn_undo)
-                self._pending.clear()
+                self._viewset.discard()
                 for t, fp in self._txn_fps.items():
                     if t in self._catalog.captures:
                         self._catalog.captures[t].restore(fp)
             self._in_txn = False
             self._txn_undo = []
             self._txn_fps = {}
-        self._notify(self._pending)
+        self._viewset.notify()
         return cur

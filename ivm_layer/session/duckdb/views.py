@@ -21,6 +21,7 @@ from ...compile import compile_view
 from ...engine.view import View
 from ...errors import IVMError, SQLError
 from ...io.duckdb import capture as duck
+from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
 from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView, classify, named_columns
@@ -57,19 +58,21 @@ class ViewState(ViewStateBase):
     rebuilds: int = 0           # times a write to a static table rebuilt the view
     sql: str = ""               # the SELECT the engine compiles: views it reads inlined as WITH items
     depends: list = field(default_factory=list)   # incremental views it reads
+    engine_schema: dict = field(default_factory=dict)   # {table: {column: type}} it was compiled with
 
     @property
     def static(self) -> set[str]:
         return set(getattr(self.stmt, "static", ()) or ())
 
+    @property
+    def wants_change(self) -> bool:
+        """The view's change is written to its table (MATERIALIZED); a served view is read
+        from the engine and needs none."""
+        return self.stmt.materialized
 
-class Rebuilt:
-    """An undo-log entry of a rebuild: the view object a rollback puts back."""
-
-    __slots__ = ("rebuilds", "view")
-
-    def __init__(self, view, rebuilds: int):
-        self.view, self.rebuilds = view, rebuilds
+    def recompile(self) -> View:
+        """The definition compiled again, empty (a rebuild after a write to a static table)."""
+        return DuckViews.compile(self.stmt, self.engine_schema, self.sql)
 
 
 class DuckViews:
@@ -81,6 +84,8 @@ class DuckViews:
         self.views: dict[str, ViewState] = {}
         self.captures: dict[str, duck.TableCapture] = {}
         self.names = reads.ViewNames()
+        #: the one road of captured changes to the views (:mod:`ivm_layer.maintain.viewset`)
+        self.viewset = ViewSet(self.views)
 
     # -- lookups ----------------------------------------------------------------------------
     def readers(self, table: str) -> list[str]:
@@ -189,7 +194,8 @@ class DuckViews:
         columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
             raise IVMError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
-        vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends))
+        vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends),
+                       engine_schema={t: dict(schema[t]) for t in view.tables})
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
             if t not in self.captures:
@@ -231,7 +237,7 @@ class DuckViews:
         bar = Progress(total, f"loading {name}", enabled=self.progress)
         for t in tables:
             for rows in self.captures[t].scan(self.conn):
-                view.apply({t: [(r, 1) for r in rows]})
+                load_view(view, {t: [(r, 1) for r in rows]})
                 bar.advance(len(rows))
         bar.close()
 
@@ -244,19 +250,6 @@ class DuckViews:
         else:
             self.conn.execute(f"DELETE FROM {table}").fetchall()
         bulk_insert(self.conn, table, vs.types, vs.view.rows())
-
-    def rebuild(self, vs: ViewState, undo: list) -> None:
-        """A static table of ``vs`` changed: recompile and reload the view from the tables as
-        they are now (O(N), inside the statement's transaction; undone by a rollback)."""
-        schema = {t: dict(zip(self.captures[t].columns, vs.source_types[t])) for t in vs.tables}
-        view = self.compile(vs.stmt, schema, vs.sql)
-        self.load(vs.name, view, vs.tables, vs.static)
-        undo.append((vs, Rebuilt(vs.view, vs.rebuilds)))
-        vs.view = view
-        vs.rebuilds += 1
-        if vs.materialized:
-            self.fill_table(vs, fresh=False)
-        log.info("incremental view %s rebuilt: a static table changed (rebuild %d)", vs.name, vs.rebuilds)
 
     # -- dropping and stopping ------------------------------------------------------------------
     def drop(self, name: str) -> None:

@@ -1,32 +1,34 @@
 """Writes to tracked tables through a DuckDB session: capture, apply to the views, undo.
 
 :meth:`DuckWriter.write` runs one routed write so that DuckDB returns the rows it changed
-(see :mod:`ivm_layer.io.duckdb.capture`) and applies them to every view reading the table through the
-engine's two-phase update: all views are prepared first (a bad batch changes nothing), then
-committed, materialized view tables written and session subscribers' changes collected. Every
-applied batch goes into the caller's undo log, which :meth:`DuckWriter.undo` reverses.
+(see :mod:`ivm_layer.io.duckdb.capture`), as one :class:`~ivm_layer.maintain.changes.Changes`,
+and hands them to the session's :class:`~ivm_layer.maintain.viewset.ViewSet` (all views
+reading the table prepared, then committed, static-table readers rebuilt; the change of a
+MATERIALIZED view written to its table here, in the statement's transaction). Every applied
+batch goes into the caller's undo log, which :meth:`DuckWriter.undo` reverses; the
+subscribers are told by the session after DuckDB committed.
 """
 
 from __future__ import annotations
 
-from itertools import repeat
-
 from ...errors import UpdateError
 from ...io.duckdb import capture as duck
 from ...io.duckdb.capture import SETTLE_AT as duck_settle_at
+from ...maintain.changes import Changes
+from ...maintain.viewset import Prepared, ViewSet
 from ..core import Cursor
 from ..router import Route
 from .tables import run, write_change
-from .views import DuckViews, Rebuilt, quote
+from .views import DuckViews, quote
 
 
 class DuckWriter:
     """Captured changes → views, for one session."""
 
-    def __init__(self, conn, views: DuckViews, pending: dict):
+    def __init__(self, conn, views: DuckViews):
         self.conn = conn
         self.views = views
-        self.pending = pending          # view state -> {row: Δk} for the subscribers
+        self.viewset: ViewSet = views.viewset
         self._count_desc = None
 
     def write(self, r: Route, params, undo: list) -> Cursor:
@@ -73,9 +75,9 @@ class DuckWriter:
         else:
             return self._write_unseen(r, params, undo)
         cap.settle(conn, duck_settle_at)
-        changes = list(zip(deleted, repeat(-1))) + list(zip(inserted, repeat(1)))
+        changes = Changes.from_rows(r.target, deleted, inserted)
         if changes:
-            self.apply({r.target: changes}, undo)
+            self.apply(changes, undo)
         return self._result(desc, rows, n)
 
     def write_autocommit(self, r: Route, params) -> tuple[Cursor, bool] | None:
@@ -102,22 +104,21 @@ class DuckWriter:
         if r.kind == "delete":
             desc, rows, deleted = cap.run_returning(self.conn, r.text, params, "returning" in r.flags, -1)
             try:
-                prepared, _ = self.prepare({r.target: list(zip(deleted, repeat(-1)))} if deleted else {})
+                prepared = self.viewset.prepare(Changes.from_rows(r.target, deleted))
             except UpdateError:
                 self.apply_unseen(cap, [])
                 return self._result(desc, rows, len(deleted)), True
-            self.commit(prepared, [], [])
+            self.commit(prepared, None)
             return self._result(desc, rows, len(deleted)), True
         got = None if "returning" in r.flags else cap.update_rows(self.conn, r.text, params)
         if got is None:
             return None
         old, new = got
-        changes = list(zip(old, repeat(-1))) + list(zip(new, repeat(1)))
-        prepared, _ = self.prepare({r.target: changes} if changes else {})   # no static readers
+        prepared = self.viewset.prepare(Changes.from_rows(r.target, old, new))   # no static readers
         n = cap.run_update(self.conn, r.text, params, old, new)
         if n != len(old):          # a write raced the statement: the caller diffs the table
             return self._result(None, [], n), False
-        self.commit(prepared, [], [])        # nothing to undo: DuckDB committed the UPDATE
+        self.commit(prepared, None)          # nothing to undo: DuckDB committed the UPDATE
         cap.settle(self.conn, duck_settle_at)
         return self._result(None, [], n), True
 
@@ -137,10 +138,10 @@ class DuckWriter:
 
     def apply_unseen(self, cap: duck.TableCapture, undo: list) -> int:
         deleted, inserted = cap.diff_against(self.conn, self.views.stored(cap.table))
-        changes = [(row, -1) for row in deleted] + [(row, 1) for row in inserted]
+        changes = Changes.from_rows(cap.table, deleted, inserted)
         if changes:
-            self.apply({cap.table: changes}, undo)
-        return len(changes)
+            self.apply(changes, undo)
+        return len(deleted) + len(inserted)
 
     def capture_unseen(self, undo: list) -> int:
         """The fallback for writes the session did not see: tables whose fingerprint moved are
@@ -158,50 +159,19 @@ class DuckWriter:
                 n += self.apply_unseen(cap, undo)
         return n
 
-    def apply(self, changes: dict[str, list[tuple[tuple, int]]], undo: list) -> None:
-        """Apply captured changes to every view reading them: prepare all (any error: nothing
-        changed), then commit all (:meth:`commit`)."""
-        self.commit(*self.prepare(changes), undo)
+    def apply(self, changes: Changes, undo: list) -> None:
+        """Apply captured changes to every view reading them, all or none (the ViewSet), and
+        write the MATERIALIZED views' changes to their tables."""
+        self.commit(self.viewset.prepare(changes), undo)
 
-    def prepare(self, changes: dict[str, list[tuple[tuple, int]]]) -> tuple[list, list]:
-        """Phase one for every view reading ``changes``: ``(prepared, to rebuild)``; views that
-        treat a changed table as static are rebuilt instead. Raises before anything changed."""
-        prepared = []
-        rebuild = []
-        for vs in self.views.views.values():
-            if vs.error is not None:
-                continue
-            batch = {t: changes[t] for t in vs.tables if t in changes}
-            if not batch:
-                continue
-            if vs.static & batch.keys():
-                rebuild.append(vs)
-            else:
-                prepared.append((vs, batch, vs.view.prepare(batch)))
-        return prepared, rebuild
-
-    def commit(self, prepared: list, rebuild: list, undo: list) -> None:
-        """Phase two (cannot fail): rebuild, commit every prepared view, write materialized
-        view tables, collect subscribers' changes; every step goes into ``undo``."""
-        for vs in rebuild:
-            self.views.rebuild(vs, undo)
-        for vs, batch, p in prepared:
-            change = vs.view.commit(p, want_change=vs.materialized or bool(vs.subscribers))
-            undo.append((vs, batch))
-            if change:
-                if vs.materialized:
-                    write_change(self.conn, f"main.{quote(vs.name)}", vs.columns, vs.types, change)
-                if vs.subscribers:
-                    acc = self.pending.setdefault(vs, {})
-                    for row, k in change:
-                        acc[row] = acc.get(row, 0) + k
+    def commit(self, prepared: Prepared, undo: list | None) -> None:
+        """Phase two (the views cannot fail; a table write that fails aborts the statement and
+        the caller undoes ``undo``): commit every prepared view, write materialized tables."""
+        for vs, change in self.viewset.commit(prepared, undo).items():
+            if vs.materialized:
+                write_change(self.conn, f"main.{quote(vs.name)}", vs.columns, vs.types, change)
 
     @staticmethod
     def undo(undo: list) -> None:
         """Reverse an undo log (newest first): batches applied negated, rebuilt views restored."""
-        for vs, entry in reversed(undo):
-            if isinstance(entry, Rebuilt):
-                vs.view, vs.rebuilds = entry.view, entry.rebuilds
-                continue
-            vs.view.apply({t: [(r, -k) for r, k in rows] for t, rows in entry.items()})
-        undo.clear()
+        ViewSet.undo(undo)

@@ -9,18 +9,14 @@ plus fsynced change log) and, for a materialized view, ``ivm.progress`` too.
 
 from __future__ import annotations
 
-import logging
-import queue
 import time
 import warnings
-from collections import Counter
 
 from ...errors import IVMError
 from ...io.postgres import replication as pgc
 from ...io.postgres.conninfo import ConnectionLostError
 from ...io.postgres.pgoutput import Transaction
-from ..core import notify
-from .compile import compile_engine_view
+from ...maintain.changes import Changes
 from .served import apply_change
 from .state import (
     SYNC_PREFIX,
@@ -29,11 +25,10 @@ from .state import (
     SourceChangedError,
     ViewStoppedWarning,
 )
-from .stream import ReplicationError
+from ...io.postgres.feed import ReplicationError
 
 BATCH_TRANSACTIONS = 5000
 
-log = logging.getLogger("ivm_layer.session")
 
 
 class StreamApplier:
@@ -44,28 +39,17 @@ class StreamApplier:
 
     # -- applying ---------------------------------------------------------------------------
     def apply_available(self, vs: PgView, timeout: float) -> int:
-        """Drain ``vs``'s queue (waiting up to ``timeout`` for the first item) and apply it as
-        one batch; checkpoint and acknowledge. Returns the number of source-row changes."""
+        """Take what ``vs``'s feed staged (waiting up to ``timeout`` for the first transaction)
+        and apply it as one batch; checkpoint and acknowledge. A feed that failed for good stops
+        the view once everything it staged before the failure is applied. Returns the number
+        of source-row changes."""
         if vs.error is not None or vs.reader is None:
             return 0
-        txns: list[Transaction] = []
-        failure: BaseException | None = None
-        q = vs.reader.out
-        try:
-            item = q.get(timeout=timeout) if timeout > 0 else q.get_nowait()
-            while True:
-                if isinstance(item, BaseException):
-                    failure = item
-                    break
-                txns.append(item)
-                if len(txns) >= BATCH_TRANSACTIONS:
-                    break
-                item = q.get_nowait()
-        except queue.Empty:
-            pass
+        feed = vs.reader
+        txns = feed.drain(BATCH_TRANSACTIONS, timeout)
         n = self.apply(vs, txns) if txns else 0
-        if failure is not None and vs.error is None:
-            self.stop(vs, failure)
+        if feed.error is not None and not feed.pending() and vs.error is None:
+            self.stop(vs, stream_failure(vs, feed.error))
         if vs.error is None:
             self.checkpoint(vs)
         self.acknowledge(vs)
@@ -80,8 +64,11 @@ class StreamApplier:
         warnings.warn(f"incremental view {vs.name!r} stopped: {err}", ViewStoppedWarning, stacklevel=4)
 
     def apply(self, vs: PgView, txns: list[Transaction]) -> int:
-        delta: dict[str, Counter] = {}
-        table_delta: dict[str, Counter] = {}
+        """Consolidate ``txns`` (after the view's position) into one batch for ``vs`` — the
+        columns it reads, TRUNCATEs relative to its rows — and apply it (:meth:`apply_delta`).
+        Returns the source-row changes applied."""
+        delta = Changes()
+        table_delta = Changes()        # the part a MATERIALIZED view's table does not hold yet
         last = vs.applied_lsn
         n = 0
         stop: BaseException | None = None
@@ -97,32 +84,24 @@ class StreamApplier:
                 break
             if txn.end_lsn <= last:
                 continue                       # already in the checkpoint: skip (restart)
-            tdelta: dict[str, Counter] = {}
+            tdelta = Changes()
             for t in txn.truncated:
                 if t in vs.used:
-                    c = tdelta.setdefault(t, Counter())
-                    cur = Counter(vs.base_rows(t))
-                    cur.update(delta.get(t, Counter()))
-                    for r, k in cur.items():
-                        if k:
-                            c[r] -= k
+                    tdelta.truncate(t, delta.applied_to(vs.base_rows(t), t))
             for t, rows in txn.changes.items():
                 if t not in vs.used:
                     continue
                 idx = vs.col_index.get(t)
-                c = tdelta.setdefault(t, Counter())
                 if idx == []:                          # row count only: one constant column
-                    for _, k in rows:
-                        c[(None,)] += k
-                    continue
-                for row, k in rows:
-                    c[row if idx is None else tuple(row[i] for i in idx)] += k
-            for t, c in tdelta.items():
-                d = delta.setdefault(t, Counter())
-                d.update(c)
-                n += sum(abs(k) for k in c.values())
-                if vs.materialized and txn.end_lsn > vs.table_lsn:
-                    table_delta.setdefault(t, Counter()).update(c)
+                    tdelta.add_pairs(t, (((None,), k) for _, k in rows))
+                elif idx is None:
+                    tdelta.add_pairs(t, rows)
+                else:
+                    tdelta.add_pairs(t, ((tuple(row[i] for i in idx), k) for row, k in rows))
+            delta.merge(tdelta)
+            n += tdelta.volume()
+            if vs.materialized and txn.end_lsn > vs.table_lsn:
+                table_delta.merge(tdelta)
             last = txn.end_lsn
             vs.last_commit_time = txn.commit_time
         if last > vs.applied_lsn or delta:
@@ -136,75 +115,38 @@ class StreamApplier:
             self.stop(vs, stop)
         return n
 
-    def apply_delta(self, vs: PgView, delta: dict[str, Counter], table_delta: dict[str, Counter],
-                    lsn: int) -> None:
-        batch = {t: [(r, k) for r, k in c.items() if k] for t, c in delta.items()}
-        batch = {t: rows for t, rows in batch.items() if rows}
-        if vs.static & batch.keys():
-            self.rebuild(vs, batch, table_delta, lsn)
-        elif vs.materialized and lsn > vs.table_lsn:
-            if table_delta == delta:
-                change = vs.view.diff(batch) if batch else []
-            else:
-                # part of this batch is already in the table (restart): apply that part first
-                early = {t: [(r, k - table_delta.get(t, Counter())[r]) for r, k in c.items()]
-                         for t, c in delta.items()}
-                early = {t: [(r, k) for r, k in rows if k] for t, rows in early.items()}
-                early = {t: rows for t, rows in early.items() if rows}
-                if early:
-                    vs.view.apply(early)
-                late = {t: [(r, k) for r, k in c.items() if k] for t, c in table_delta.items()}
-                late = {t: rows for t, rows in late.items() if rows}
-                change = vs.view.diff(late) if late else []
-            self.write_table(vs, change, lsn)
-            vs.table_lsn = lsn
-            notify(vs, change)
-        elif batch:
-            if (vs.served is not None and vs.served.wants_changes) or vs.subscribers:
-                change = vs.view.diff(batch)
-                if vs.served is not None and vs.served.wants_changes:
-                    vs.served.add(change)              # the TEMP table catches up by the change
-                notify(vs, change)                     # committed in PostgreSQL already
-            else:
-                vs.view.apply(batch)
-        if vs.store is not None:
-            if vs.snapshot_due or sum(map(len, batch.values())) > max(1000, vs.store.snapshot_rows):
-                vs.snapshot_due = True             # cheaper as a new snapshot than in the log
-            else:
-                vs.store.append(lsn, batch)        # O(changed rows); fsynced by checkpoint()
-        vs.applied_lsn = lsn
-        if batch:
-            vs.version += 1
-
-    def rebuild(self, vs: PgView, batch: dict, table_delta: dict, lsn: int) -> None:
-        """A static table of ``vs`` changed: the engine view is compiled again and loaded from
-        the base rows after the batch (static tables first), O(N); a MATERIALIZED view's table
-        gets the difference, a served view's TEMP table is made again at its next read."""
-        old = dict(vs.view.rows())
-        base = {t: Counter(vs.base_rows(t)) for t in vs.used}
-        for t, rows in batch.items():
-            c = base.setdefault(t, Counter())
-            for r, k in rows:
-                c[r] += k
-        view = compile_engine_view(vs.stmt, vs.schema, self.ctx.dialect)
-        for first in (True, False):
-            part = {t: [(r, k) for r, k in c.items() if k] for t, c in base.items()
-                    if (t in vs.static) == first}
-            part = {t: rows for t, rows in part.items() if rows}
-            if part:
-                view.apply(part)
-        vs.view = view
-        vs.rebuilds += 1
-        log.info("incremental view %s rebuilt: a static table changed (rebuild %d)", vs.name, vs.rebuilds)
-        if vs.served is not None:
-            vs.served.drop()
-        new = dict(view.rows())
-        change = [(r, k - old.get(r, 0)) for r, k in new.items() if k != old.get(r, 0)]
-        change += [(r, -k) for r, k in old.items() if r not in new]
+    def apply_delta(self, vs: PgView, delta: Changes, table_delta: Changes, lsn: int) -> None:
+        """One batch through the view's :class:`~ivm_layer.maintain.viewset.ViewSet` (a write to a
+        static table rebuilds the view), then its change to the MATERIALIZED table with
+        ``ivm.progress`` (or to the served TEMP table), the subscribers told, the batch in the
+        checkpoint log (O(changed rows); a batch larger than the snapshot asks for a new
+        snapshot instead)."""
+        viewset = vs.viewset
+        if vs.materialized and lsn > vs.table_lsn and table_delta != delta:
+            # part of this batch is already in the table (restart): the engine catches up with
+            # it quietly, and only the rest is the table's change
+            viewset.apply(Changes().merge(delta).merge(table_delta.negated()), quiet=True)
+            outcome = viewset.apply(table_delta)
+        else:
+            outcome = viewset.apply(delta)
+        change = outcome.get(vs, [])
+        if vs in outcome.rebuilt:
+            if vs.served is not None:
+                vs.served.drop()                   # made again at its next read
+        elif change and vs.served is not None and vs.served.wants_changes:
+            vs.served.add(change)                  # the TEMP table catches up by the change
         if vs.materialized and lsn > vs.table_lsn:
             self.write_table(vs, change, lsn)
             vs.table_lsn = lsn
-        notify(vs, change)
+        viewset.notify()                           # committed in PostgreSQL already
+        if vs.store is not None:
+            if vs.snapshot_due or delta.size > max(1000, vs.store.snapshot_rows):
+                vs.snapshot_due = True             # cheaper as a new snapshot than in the log
+            else:
+                viewset.log(lsn, delta)            # O(changed rows); fsynced by checkpoint()
+        vs.applied_lsn = lsn
+        if delta:
+            vs.version += 1
 
     def write_table(self, vs: PgView, change: list[tuple[tuple, int]], lsn: int) -> None:
         """The view change and ``ivm.progress`` in one PostgreSQL transaction. When the
@@ -275,9 +217,9 @@ class StreamApplier:
         transaction before it, so an empty queue then means they were all applied."""
         if vs.materialized or vs.reader is None or vs.snapshot_due:
             return
-        pos = vs.reader.received_lsn
-        if pos > vs.applied_lsn and vs.reader.out.empty():
-            vs.store.append(pos, {})
+        pos = vs.reader.position
+        if pos > vs.applied_lsn and not vs.reader.pending():
+            vs.viewset.log(pos)
             vs.applied_lsn = pos
 
     def write_snapshot(self, vs: PgView) -> None:
@@ -294,4 +236,18 @@ class StreamApplier:
         ack = vs.checkpoint_lsn
         if vs.materialized:
             ack = min(ack, vs.table_lsn)
-        vs.reader.acknowledge(ack)
+        vs.reader.commit(ack)
+
+
+def stream_failure(vs: PgView, err: BaseException) -> IVMError:
+    """The error a view's failed feed stops it with, in the session's terms."""
+    if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704" and "publication" in str(err):
+        return ReplicationError(f"the publication {vs.slot} of view {vs.name!r} was dropped behind the "
+                                f"session's back ({err}); DROP VIEW {vs.name} and create it again")
+    if isinstance(err, pgc.PostgresError) and err.sqlstate == "42704":
+        return ReplicationError(f"the replication slot {vs.slot} of view {vs.name!r} was dropped behind "
+                                f"the session's back ({err}); DROP VIEW {vs.name} and create it again")
+    if isinstance(err, ReplicationError):
+        return ReplicationError(f"view {vs.name!r}: {err}; the view is stopped: reconnect the session when "
+                                "the server is back")
+    return ReplicationError(f"view {vs.name!r}: the replication stream failed: {type(err).__name__}: {err}")

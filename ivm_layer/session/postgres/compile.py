@@ -6,16 +6,16 @@ from __future__ import annotations
 import sqlglot
 from sqlglot import exp
 
-from ...compile import compile_view
 from ...errors import IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
+from ...maintain.viewset import ViewSet
 from ...sql.constants import constant_inputs
 from ...sql.statements import CreateIncrementalView, named_columns
 from ..core import dedupe_names
 from .served import ServedTable
-from .state import UNIT_COLUMN, PgContext, PgView, slot_name
+from .state import UNIT_COLUMN, PgContext, PgView, compile_engine_view, slot_name
 
 
 def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tuple[str, int, str]]]:
@@ -38,14 +38,6 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
     if not used and not constant_inputs(st.select_sql, ctx.dialect)[1]:
         raise SQLError(f"incremental view {st.name!r} reads no table")
     return used
-
-
-def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
-    """The engine view of a definition, with its static tables (``WITH (static = …)``)."""
-    static = tuple(getattr(st, "static", ()) or ())
-    if static:
-        return compile_view(st.select_sql, schema, dialect=dialect, static=static)
-    return compile_view(st.select_sql, schema, dialect=dialect)
 
 
 def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None = None) -> PgView:
@@ -76,6 +68,7 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
     vs = PgView(st, view, list(used), used, columns, types, slot)
     vs.schema = schema
     vs.store = CheckpointStore(ctx.state_dir, slot)
+    vs.viewset = ViewSet({vs.name: vs}, checkpoint=vs.store)
     if not st.materialized:
         vs.served = ServedTable(st.name, columns, types)
     vs.oids = {t: ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]

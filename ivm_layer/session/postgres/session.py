@@ -17,13 +17,14 @@ Per view (so views can be created at any time, each with its own consistent star
   names never collide; a name held by anything else is refused before anything changes);
 - creation: ``CREATE_REPLICATION_SLOT … (SNAPSHOT 'export')``, COPY of the base tables under
   that snapshot, then ``START_REPLICATION`` from the slot's consistent point — no gap, no
-  duplicate (:mod:`.pg_views`);
-- a reader thread per view owns its replication connection (:mod:`.pg_stream`): it queues
-  decoded committed transactions, answers keepalives at once (a server shutdown is never
-  held up), and reconnects after a restart or a dropped connection. The engine is updated
+  duplicate (:mod:`.views`);
+- a reader thread per view owns its replication connection (the one replication reader,
+  :class:`ivm_layer.io.postgres.feed.ChangeFeed`, the daemon's too): it stages decoded
+  committed transactions, answers keepalives at once (a server shutdown is never held up),
+  and reconnects after a restart or a dropped connection. The engine is updated
   on the caller's thread, in :meth:`poll`, :meth:`sync` and :meth:`execute` (a SELECT of a
   view first applies what has arrived, and syncs after the session's own writes)
-  (:mod:`.pg_apply`). A session is not thread-safe: call it from one thread at a time;
+  (:mod:`.apply`). A session is not thread-safe: call it from one thread at a time;
 - exactly-once across restarts: a checkpoint per view under ``state_dir`` (a snapshot plus
   an append-only change log, typed JSON that cannot run code: :mod:`ivm_layer.maintain.checkpoint`);
   for a MATERIALIZED view the table rows and ``ivm.progress.lsn`` are written in one
@@ -69,7 +70,7 @@ from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL
     default_state_dir,
     slot_name,
 )
-from .stream import ReplicationError  # noqa: F401
+from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag

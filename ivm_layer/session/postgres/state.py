@@ -1,7 +1,7 @@
 """What a PostgreSQL session knows: its context, per-view state, names and errors.
 
-Shared by :mod:`.postgres` (the session), :mod:`.pg_views` (view lifecycle and catalog)
-and :mod:`.pg_apply` (applying the stream, checkpoints).
+Shared by :mod:`.session` (the session), :mod:`.views` (view lifecycle and catalog)
+and :mod:`.apply` (applying the stream, checkpoints).
 """
 
 from __future__ import annotations
@@ -14,15 +14,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...engine.view import View
+from ...compile import compile_view
+from ...engine.protocol import View
 from ...errors import IVMError
 from ...io.postgres.conninfo import ControlConnection, DatabaseIdentity
+from ...io.postgres.feed import ChangeFeed
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import CheckpointStore
+from ...maintain.viewset import ViewSet
 from ...sql.statements import CreateIncrementalView
 from ..core import ViewStateBase
 from .served import ServedTable
-from .stream import StreamReader
 
 SYNC_PREFIX = "ivm-layer-sync"
 UNIT_COLUMN = "ivm_unit"           # the engine's column of a table read for its row count only
@@ -94,7 +96,7 @@ class PgContext:
         return self.identity.database
 
 
-@dataclass
+@dataclass(eq=False)
 class PgView(ViewStateBase):
     """One incremental view of a PostgreSQL session."""
 
@@ -111,7 +113,7 @@ class PgView(ViewStateBase):
     table_lsn: int = 0                      # materialized: durable in ivm.progress
     last_checkpoint: float = 0.0
     snapshot_due: bool = False              # a batch too large for the log: write a snapshot
-    reader: StreamReader | None = None
+    reader: ChangeFeed | None = None        # the view's replication stream (its own slot)
     error: BaseException | None = None
     version: int = 0
     served: ServedTable | None = None      # non-materialized: its TEMP table for PostgreSQL reads
@@ -122,6 +124,8 @@ class PgView(ViewStateBase):
     subscribers: list = field(default_factory=list)
     rebuilds: int = 0                       # rebuilds after changes of the view's static tables
     schema: dict = field(default_factory=dict)    # the engine schema it was compiled with
+    #: the view's own road (its stream is its own: one view per set, its checkpoint the log)
+    viewset: ViewSet | None = None
 
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of source table ``table`` the view holds (``{row: count}``, the engine's
@@ -132,7 +136,25 @@ class PgView(ViewStateBase):
     def static(self) -> set[str]:
         return set(getattr(self.stmt, "static", ()) or ())
 
+    @property
+    def wants_change(self) -> bool:
+        """Its change is written somewhere: the MATERIALIZED table, or a served TEMP table
+        that catches up by changes."""
+        return self.stmt.materialized or (self.served is not None and self.served.wants_changes)
+
+    def recompile(self) -> View:
+        """The definition compiled again, empty (a rebuild after a write to a static table)."""
+        return compile_engine_view(self.stmt, self.schema, "postgres")
+
     def stop_reader(self) -> None:
         if self.reader is not None:
             self.reader.close()
             self.reader = None
+
+
+def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
+    """The engine view of a definition, with its static tables (``WITH (static = …)``)."""
+    static = tuple(getattr(st, "static", ()) or ())
+    if static:
+        return compile_view(st.select_sql, schema, dialect=dialect, static=static)
+    return compile_view(st.select_sql, schema, dialect=dialect)

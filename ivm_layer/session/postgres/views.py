@@ -21,14 +21,19 @@ from collections.abc import Mapping
 from ...errors import IVMError, SQLError
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
+from ...io.postgres.feed import ChangeFeed
 from ...io.postgres.pgoutput import lsn_str
 from ...maintain.checkpoint import CheckpointError, CheckpointStore
+from ...maintain.viewset import load_view
 from ...sql.statements import CreateIncrementalView, classify
 from .apply import StreamApplier
 from .compile import compile_pg_view
 from .served import copy_rows
 from .state import SLOT_PATTERN, PgContext, PgView
-from .stream import StreamReader
+
+#: changes staged per view before its feed stops reading (and, after a second, lets go of its
+#: connection until the session catches up: see :mod:`ivm_layer.io.postgres.feed`)
+STAGED_CHANGES = 100_000
 
 
 class EngineValueError(IVMError):
@@ -39,10 +44,7 @@ def engine_load(vs: PgView, base: Mapping[str, Mapping[tuple, int]]) -> None:
     """The tables' rows (``{table: {row: count}}``) into the view's engine view, which from then
     on is their only store; an engine failure is a clear error."""
     try:
-        for first in (True, False):  # static tables before the others (paper 003)
-            part = {t: list(c.items()) for t, c in base.items() if c and (t in vs.static) == first}
-            if part:
-                vs.view.apply(part)
+        load_view(vs.view, base, vs.static)   # static tables before the others (paper 003)
     except IVMError:
         raise
     except Exception as e:  # noqa: BLE001 - reported in the user's terms
@@ -304,8 +306,9 @@ class ViewCatalog:
                 raise
             return st
 
-        vs.reader = StreamReader(reopen, stream, vs.name, slot, vs.applied_lsn,
-                                 reconnect_seconds=self.ctx.reconnect_seconds).start()
+        vs.reader = ChangeFeed(reopen, slot, vs.applied_lsn, stream=stream, name=vs.name,
+                               max_staged=STAGED_CHANGES, release_when_full=True,
+                               reconnect_seconds=self.ctx.reconnect_seconds)
 
     # -- dropping -----------------------------------------------------------------------------
     def drop_skipped(self, name: str) -> None:

@@ -5,7 +5,6 @@ slots (a warning), source tables dropped, replaced or unpublished behind the ses
 
 from __future__ import annotations
 
-import contextlib
 import datetime as _dt
 import time
 import warnings
@@ -93,14 +92,13 @@ def view_lag(vs: PgView, slot: pgc.SlotLag | None) -> tuple[int, float]:
     received but unapplied transaction."""
     if slot is None:
         return 0, 0.0
-    q = vs.reader.out if vs.reader else None
+    feed = vs.reader
     pos = vs.applied_lsn
-    if q is not None and q.empty() and vs.reader is not None:
-        pos = max(pos, vs.reader.received_lsn, slot.sent_lsn or 0)
+    oldest = feed.oldest_commit_time() if feed is not None else None
+    if feed is not None and oldest is None:
+        pos = max(pos, feed.position, slot.sent_lsn or 0)
     lag_b = max(0, slot.current_lsn - pos)
     lag_s = 0.0
-    if q is not None and not q.empty():
-        with contextlib.suppress(IndexError, AttributeError):
-            first = q.queue[0]
-            lag_s = max(0.0, (_dt.datetime.now(_dt.UTC) - first.commit_time).total_seconds())
+    if oldest is not None:
+        lag_s = max(0.0, (_dt.datetime.now(_dt.UTC) - oldest).total_seconds())
     return lag_b, lag_s
