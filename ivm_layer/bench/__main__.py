@@ -102,6 +102,9 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     p.add_argument("--engine-batch", type=int, default=None,
                    help="ivm-pull applies the updates in batches of this many (one view.apply each); "
                         "1 = one update at a time (view.insert / view.delete); default: --batch")
+    p.add_argument("--baseline", metavar="DIR",
+                   help="also run ivm-base: ivm-pull with the engine of an older checkout in DIR (e.g. "
+                        "`git worktree add DIR <commit>`), for before/after figures from one run")
     p.add_argument("--duckdb-threads", type=int, default=1,
                    help="DuckDB worker threads (default 1: the engine is single-threaded too; "
                         "0 = DuckDB's default)")
@@ -212,7 +215,15 @@ def main(argv: list[str] | None = None) -> int:
     if args.engine_batch is not None and args.engine_batch < 1:
         print("ivm bench: --engine-batch needs a positive integer", file=sys.stderr)
         return 2
+    if args.baseline:
+        if not os.path.isfile(os.path.join(args.baseline, "ivm_layer", "__init__.py")):
+            print(f"ivm bench: --baseline {args.baseline}: no ivm_layer package there", file=sys.stderr)
+            return 2
+        if systems.BASE_SYSTEM not in chosen_systems:
+            at = chosen_systems.index("ivm-pull") + 1 if "ivm-pull" in chosen_systems else 0
+            chosen_systems.insert(at, systems.BASE_SYSTEM)
     cfg = {"batch": args.batch, "engine_batch": args.engine_batch or args.batch, "duckdb_threads": args.duckdb_threads or None,
+           "baseline": os.path.abspath(args.baseline) if args.baseline else None,
            "enum_cap": args.enum_cap or preset["enum_cap"],
            "fingerprint_cap": preset["fingerprint_cap"],
            "naive_max_rows": args.naive_max_rows or preset["naive_max_rows"]}

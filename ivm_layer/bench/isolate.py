@@ -73,6 +73,10 @@ def _child(conn, system: str, workload: str, n: int, seed: int, cfg: dict, done,
                 import pyarrow  # noqa: F401
             except ImportError:
                 pass
+        elif system == systems.BASE_SYSTEM and cfg.get("baseline"):  # the older engine's modules
+            from .floor import load_engine
+
+            load_engine(cfg["baseline"])
         elif system in systems.PEERS:  # the peer's Python library (Flink's JVM starts in the run)
             import importlib
 

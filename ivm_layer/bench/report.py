@@ -20,7 +20,7 @@ import sys
 START = "<!-- bench-results:start -->"
 END = "<!-- bench-results:end -->"
 DOCS_PAGE = "docs/benchmarks.md"
-SYSTEM_ORDER = ["ivm-pull", "ivm-push", "duckdb", "naive", "pathway", "flink"]
+SYSTEM_ORDER = ["ivm-pull", "ivm-base", "ivm-push", "duckdb", "naive", "pathway", "flink"]
 
 
 # ----------------------------------------------------------------------------- formatting
@@ -182,6 +182,9 @@ def _skips(doc: dict) -> list[str]:
 
 def markdown(doc: dict, pngs: list[str] | None = None, base: str | None = None) -> str:
     L = ["# ivm bench results", ""] + _header(doc) + ["", "## All runs", ""] + _main_table(doc)
+    vb = _vs_baseline(doc)
+    if vb:
+        L += ["", "## Before / after", ""] + vb
     sc = _scaling(doc)
     if sc:
         L += ["", "## Scaling: per-update cost at 1×, 10×, 100× input", ""] + sc
@@ -240,6 +243,29 @@ def _vs_duckdb(doc: dict) -> list[str]:
              "|---|---:|---:|---:|---:|"] + rows)
 
 
+def _vs_baseline(doc: dict) -> list[str]:
+    """Per workload: µs per update of this engine (ivm-pull) and of the baseline checkout's
+    (ivm-base, ``--baseline``), from the same run, and the speed-up; enumeration likewise."""
+    by = _by(doc["results"])
+    rows = []
+    for w in dict.fromkeys(r["workload"] for r in doc["results"]):
+        for n in dict.fromkeys(r["n_requested"] for r in doc["results"] if r["workload"] == w):
+            e, b = by.get((w, n, "ivm-pull")), by.get((w, n, "ivm-base"))
+            if e is None or b is None or not e.get("us_per_update") or not b.get("us_per_update"):
+                continue
+            eu, bu = e["us_per_update"], b["us_per_update"]
+            ee, be = (e.get("enum") or {}).get("tuples_per_s"), (b.get("enum") or {}).get("tuples_per_s")
+            enum = f"×{ee / be:,.2f}" if ee and be else "–"
+            rows.append(f"| {w} | {n:,} | {bu:,.1f} | {eu:,.1f} | ×{bu / eu:,.2f} | {enum} |")
+    if not rows:
+        return []
+    base = (doc.get("config") or {}).get("baseline") or "the baseline checkout"
+    return [f"Before/after in this run: ivm-base is the same runner with the engine of `{base}`; µs per "
+            "update, the speed-up, and the speed-up of full enumeration (`rows()`, tuples per second).", "",
+            "| workload | N | before (ivm-base) µs/update | after (ivm-pull) µs/update | speed-up | enumeration |",
+            "|---|---:|---:|---:|---:|---:|"] + rows
+
+
 def results_section(doc: dict) -> str:
     """The compact section for docs/benchmarks.md: per workload and system, updates/s and memory."""
     syss = [s for s in _systems(doc) if any(r["system"] == s and r["status"] != "skipped" for r in doc["results"])]
@@ -274,6 +300,9 @@ def results_section(doc: dict) -> str:
     vs = _vs_duckdb(doc)
     if vs:
         L += [""] + vs
+    vb = _vs_baseline(doc)
+    if vb:
+        L += [""] + vb
     sc = _scaling(doc)
     if sc:
         L += ["", "Scaling (µs per update; the same query on 1×, 10×, 100× input):", ""] + sc

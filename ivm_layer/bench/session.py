@@ -15,7 +15,10 @@ incremental view ``v`` (``orders ⋈ customers``, about n rows), one plain DuckD
   (``insert_sync_ms``: a 1-row INSERT until ``sync()`` returns; reads after a write;
   ``join_after_write_ms``: a join of the view with a table right after a 1-row write);
 - ``demo``: the demo's fraud stream through the session vs DuckDB recomputing the view after
-  every statement (``ivm demo``'s race).
+  every statement (``ivm demo``'s race);
+- ``stream``: the demo-shaped stream — 200-row INSERTs, ``SELECT count(*) FROM v`` after each —
+  through the session vs DuckDB recomputing the view, for the join view and the fraud view
+  (:func:`stream_race`).
 
 Writes JSON (``--out``, default ``bench-results/session.json``) and prints a table. Wall-clock
 medians on a shared machine: compare ratios taken in the same run.
@@ -168,6 +171,74 @@ def measure_postgres(url: str, n: int, reps: int, state_dir: str) -> dict:
     return rec
 
 
+def stream_race(statements: int, batch: int = 200, history: int = 100_000, view: str = "join") -> dict:
+    """The demo-shaped stream: ``statements`` INSERTs of ``batch`` rows, each followed by
+    ``SELECT count(*) FROM v``, through a session (the view kept fresh) and through plain
+    DuckDB recomputing the view (``CREATE OR REPLACE TABLE v AS …``) before its count. ``view``:
+    ``join`` (orders ⋈ customers over ``history`` orders) or ``fraud`` (the demo's view over a
+    ``history``-row card table). Returns per-statement milliseconds and their ratio."""
+    import duckdb
+
+    import ivm_layer
+    from ivm_layer import demo
+
+    if view == "fraud":
+        body = demo.fraud_sql()
+        setup = [demo.TABLE]
+        rows = list(demo.transactions(history + statements * batch, 7, demo.ACCOUNTS))
+        hist, new = rows[:history], rows[history:]
+        table = "trans"
+    else:
+        body = VIEW.split(" AS ", 1)[1]
+        custs = max(history // 10, 1)
+        setup = ["CREATE TABLE orders (id BIGINT, cust BIGINT, amount DOUBLE)",
+                 "CREATE TABLE customers (id BIGINT, region VARCHAR)",
+                 f"INSERT INTO customers SELECT i, 'region ' || (i % 7) FROM range({custs}) r(i)"]
+        hist = [(i, i % custs, (i % 1000) * 0.5) for i in range(history)]
+        new = [(history + i, i % custs, 1.5) for i in range(statements * batch)]
+        table = "orders"
+
+    def values(part):
+        return f"INSERT INTO {table} VALUES " + ", ".join("(" + ", ".join(map(repr, r)) + ")" for r in part)
+
+    def load(execute):
+        for q in setup:
+            execute(q)
+        for i in range(0, len(hist), 50_000):
+            execute(values(hist[i:i + 50_000]))
+
+    stmts = [values(new[i:i + batch]) for i in range(0, len(new), batch)]
+    s = ivm_layer.connect()
+    load(s.execute)
+    s.execute(f"CREATE INCREMENTAL VIEW v AS {body}")
+    s.execute("SELECT count(*) FROM v").fetchall()  # warm
+    t0 = time.perf_counter()
+    for q in stmts:
+        s.execute(q)
+        n_session = s.execute("SELECT count(*) FROM v").fetchone()[0]
+    t_session = time.perf_counter() - t0
+    s.close()
+    con = duckdb.connect()
+    load(con.execute)
+    t0 = time.perf_counter()
+    done = 0
+    for q in stmts:
+        con.execute(q)
+        con.execute(f"CREATE OR REPLACE TABLE v AS {body}")
+        n_duck = con.execute("SELECT count(*) FROM v").fetchone()[0]
+        done += 1
+        if time.perf_counter() - t0 > 60:
+            break
+    t_duck = time.perf_counter() - t0
+    con.close()
+    ms_s = 1000 * t_session / len(stmts)
+    ms_d = 1000 * t_duck / done
+    return {"view": view, "history": history, "statements": len(stmts), "batch": batch,
+            "session_ms_per_statement": round(ms_s, 3), "duckdb_ms_per_statement": round(ms_d, 3),
+            "duckdb_statements": done, "ratio": round(ms_d / ms_s, 2),
+            "match": done != len(stmts) or n_session == n_duck}
+
+
 def demo_race(n: int) -> dict:
     from ivm_layer import demo
 
@@ -183,6 +254,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--sizes", default="20000,200000,1000000", help="rows of the tracked table")
     p.add_argument("--reps", type=int, default=30, help="statements per latency median")
     p.add_argument("--demo", type=int, default=2_000, help="demo stream length after its 100k-row history (0: skip)")
+    p.add_argument("--stream", type=int, default=100, help="statements of the demo-shaped stream "
+                   "(200-row INSERTs, a count after each) for the join and the fraud view (0: skip)")
     p.add_argument("--out", default="bench-results/session.json")
     p.add_argument("--postgres", metavar="URL", help="also measure PostgreSQL sessions on this server "
                    "(wal_level=logical; tables orders/customers are created and dropped)")
@@ -204,6 +277,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.demo:
         results["demo"] = demo_race(args.demo)
         print(json.dumps({"demo": results["demo"]}), flush=True)
+    if args.stream:
+        results["stream"] = [stream_race(args.stream, view=v) for v in ("join", "fraud")]
+        print(json.dumps({"stream": results["stream"]}), flush=True)
     os.makedirs(os.path.dirname(args.out) or ".", exist_ok=True)
     with open(args.out, "w") as f:
         json.dump(results, f, indent=1)

@@ -34,10 +34,11 @@ from . import peers as peers_mod
 from .workloads import Workload
 
 ENGINE_SYSTEMS = ("ivm-pull", "ivm-push")
+BASE_SYSTEM = "ivm-base"  # ivm-pull with the engine of an older checkout (ivm bench --baseline DIR)
 BASELINES = ("duckdb", "naive")
 PEERS = {"pathway": ("pathway", "pip install pathway"),
          "flink": ("pyflink", "pip install apache-flink")}
-SYSTEMS = ENGINE_SYSTEMS + BASELINES + tuple(PEERS)
+SYSTEMS = ENGINE_SYSTEMS + (BASE_SYSTEM,) + BASELINES + tuple(PEERS)
 DEFAULT_SYSTEMS = ENGINE_SYSTEMS + BASELINES + tuple(PEERS)
 
 
@@ -170,21 +171,33 @@ def _counts(stream: list) -> dict:
 
 
 # ----------------------------------------------------------------------------- engine
-def _compile(w: Workload, rec: dict):
+def _compile(w: Workload, rec: dict, mod: Any = None):
+    mod = mod or ivm_layer
     try:
-        return ivm_layer.compile_view(w.sql, w.schema, dialect="duckdb")
-    except ivm_layer.IVMError as e:
+        return mod.compile_view(w.sql, w.schema, dialect="duckdb")
+    except mod.IVMError as e:
         rec.update(status="rejected", error=str(e))
         return None
 
 
-def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe) -> dict:
+def run_ivm_base(w: Workload, stream: list, cfg: dict, probe: Probe) -> dict:
+    """ivm-pull with the engine of the checkout ``cfg["baseline"]`` (before/after in one run)."""
+    from .floor import load_engine
+
+    if not cfg.get("baseline"):
+        return {"status": "skipped", "reason": "no --baseline checkout given"}
+    rec = run_ivm_pull(w, stream, cfg, probe, load_engine(cfg["baseline"]))
+    rec["baseline"] = cfg["baseline"]
+    return rec
+
+
+def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe, mod: Any = None) -> dict:
     B = cfg.get("engine_batch") or cfg.get("batch") or 1
     rec: dict = {"status": "ok", "batch": B,
                  "mode": (f"pull: maintain in batches of {B} updates (view.apply, the granularity DuckDB "
                           "recomputes at), enumerate at the end") if B > 1 else
                          "pull: maintain one update at a time, enumerate at the end"}
-    view = _compile(w, rec)
+    view = _compile(w, rec, mod)
     if view is None:
         return rec
     rec["query_class"] = view.query_class
@@ -458,7 +471,8 @@ def _run_peer(system: str) -> Callable[[Workload, list, dict, Probe], dict]:
     return runner
 
 
-RUNNERS = {"ivm-pull": run_ivm_pull, "ivm-push": run_ivm_push, "duckdb": run_duckdb, "naive": run_naive,
+RUNNERS = {"ivm-pull": run_ivm_pull, BASE_SYSTEM: run_ivm_base, "ivm-push": run_ivm_push, "duckdb": run_duckdb,
+           "naive": run_naive,
            **{p: _run_peer(p) for p in PEERS}}
 
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import IVMError, UpdateError
+from .bulk import COLUMNS_MIN, read_rows
+from .bulk import leaf_delta as bulk_leaf_delta
 from .leaves import bad_row
 from .values import canonical_row
 
@@ -22,6 +24,7 @@ def read_batch(batch: Mapping, arity_of: Mapping[str, int],
         raise UpdateError("a batch is a mapping {table: [(row, k), …]}; no change was applied")
     merged: dict[str, dict[tuple, int]] = {}
     spelled: dict[str, Any] = {}
+    inserts_only: set[str] = set()  # read by the bulk reader: positive multiplicities only
     for table, changes in batch.items():
         name = str(table).lower()
         arity = arity_of.get(name)
@@ -32,12 +35,19 @@ def read_batch(batch: Mapping, arity_of: Mapping[str, int],
             raise UpdateError(f"the changes of table {table!r} must be a list of (row, k) pairs, "
                               f"got {changes!r}; no change was applied")
         spelled.setdefault(name, table)
-        consolidated = merged.setdefault(name, {})
         try:
-            items = list(changes)
+            items = changes if type(changes) is list else list(changes)
         except Exception as e:  # noqa: BLE001 - any failure of a caller's iterable
             raise UpdateError(f"reading the changes of table {table!r} failed ({type(e).__name__}: {e}); "
                               "no change was applied") from None
+        if len(items) >= COLUMNS_MIN and name not in merged:
+            bulk = read_rows(items, arity)  # a large insert batch: checked column by column
+            if bulk is not None:
+                merged[name] = bulk
+                inserts_only.add(name)
+                continue
+        inserts_only.discard(name)
+        consolidated = merged.setdefault(name, {})
         for item in items:
             try:
                 row, k = item
@@ -58,6 +68,9 @@ def read_batch(batch: Mapping, arity_of: Mapping[str, int],
                 raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
     out: list[tuple[str, dict[tuple, int]]] = []
     for name, consolidated in merged.items():
+        if name in inserts_only:
+            out.append((name, consolidated))
+            continue
         store = store_of(name)
         if store is not None:
             for row, k in consolidated.items():
@@ -94,8 +107,14 @@ def leaf_deltas(extractors: Iterable, weights: Mapping[int, Callable[[tuple], An
     Value kinds first seen go to ``pending``. Raises UpdateError; changes nothing."""
     per_atom = []
     for ex in extractors:
-        delta: dict[tuple, int] = {}
         weight = weights.get(ex.atom) if weights else None
+        if weight is None and len(changes) >= COLUMNS_MIN and min(changes.values()) > 0:
+            delta = bulk_leaf_delta(ex, changes, pending)  # a large insert batch, column by column
+            if delta is not None:
+                if delta:
+                    per_atom.append((ex.atom, delta))
+                continue
+        delta: dict[tuple, int] = {}
         for row, k in changes.items():
             t = ex.leaf_tuple(row, pending)
             if t is None:

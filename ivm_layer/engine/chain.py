@@ -134,20 +134,36 @@ class Chain:
         the weight of stream ``other`` (0 = R, 2 = T) before / after that S key."""
         axis = self.axis
         tot = axis.total()
-        pre = axis.prefix(key)
+        if other == 0:  # pairs (x before y): the X, Y, XY components
+            pu, pv, puv = axis.prefix_pairs(key, 0)
+            tu, tv, tuv = tot[0], tot[1], tot[3]
+        else:  # pairs (y before z): Y, Z, YZ
+            pu, pv, puv = axis.prefix_pairs(key, 1)
+            tu, tv, tuv = tot[1], tot[2], tot[4]
         if p_suffix:
-            x, y, z, xy, yz = suffix(tot, pre)
-            q = pre[other]
+            u, v = tu - pu, tv - pv
+            uv = tuv - puv - pu * v
+            q = pu if other == 0 else pv
         else:
-            x, y, z, xy, yz = pre
-            q = tot[other] - pre[other]
-        if other == 0:
-            before, after = xy, x * y - xy
-        else:
-            before, after = y * z - yz, yz
+            u, v, uv = pu, pv, puv
+            q = tu - pu if other == 0 else tv - pv
+        if other == 0:  # u = x, v = y
+            y = v
+            before, after = uv, u * v - uv
+        else:  # u = y, v = z
+            y = u
+            before, after = u * v - uv, uv
         if other_before:
             return before + y * q if p_suffix else before
         return after if p_suffix else after + y * q
+
+    def pairs_r(self, t: tuple) -> int:
+        """An R tuple's change of the view's count per unit: its pairs (S, T) on the axis."""
+        return self._pairs(self.x_key(t), self.x_lower, 2, self.z_lower)
+
+    def pairs_t(self, t: tuple) -> int:
+        """A T tuple's Σ_{d ∈ I_t} ρ_p1(d): the (R, S) pairs on its side of the axis."""
+        return self._pairs(self.z_key(t), self.z_lower, 0, self.x_lower)
 
     def t_up(self, proj: Callable[[tuple], tuple]) -> Callable[[dict], dict]:
         """T's step to p: Δp[π t] += Δ(t) · Σ_{d ∈ I_t} ρ_p1(d), ρ_p1 read off the axis."""

@@ -21,6 +21,8 @@ from .predicates import key_expr
 if TYPE_CHECKING:
     from .rnode import Host, RNode
 
+SHORT_RUN = 8  # pairs from which the innermost range of a batch is turned into rows by C loops
+
 
 def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, dict]:
     """Generate the nested loops of Algorithm 1 over N (pre-order), as Python source.
@@ -125,9 +127,21 @@ def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, di
             ns[f"B{r.id}"] = r.p_bounds
             lines.append(f"{ind}ks, vs = g{r.id}.flat_in(*B{r.id}({tp}))")
             vs = "vs"
+            short = f"type(ks) is list and len(ks) < {SHORT_RUN}"
         else:
-            lines.append(f"{ind}ks = g{r.id}.items.keys()")
-            vs = f"g{r.id}.items.values()"
+            lines.append(f"{ind}ks = g{r.id}.keys()")
+            vs = f"g{r.id}.values()"
+            short = f"len(ks) < {SHORT_RUN}"
+        # A short run (a key with a few tuples) costs less pair by pair than setting up the C loop.
+        row_src = "(" + "".join((f"tk[{i}], " if h.id in inner else f"t{h.id}[{i}], ") for h, i in outs) + ")"
+        lines.append(f"{ind}if {short}:")
+        lines.append(f"{ind}    mp = {mp}")
+        lines.append(f"{ind}    for tk, mk in zip(ks, {vs}):")
+        lines.append(f"{ind}        buf.append(({row_src}, mp * mk))")
+        lines.append(f"{ind}        if len(buf) >= size:")
+        emit_flush(ind + "            ")
+        lines.append(f"{ind}else:")
+        ind += "    "
         rows = "ks"
         if prefix:
             lines.append(f"{ind}pre = ({', '.join(prefix)},)")
@@ -202,7 +216,7 @@ def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, di
                 lines.append(f"{ind}for k{r.id} in VC{r.id}:")
             ind += "    "
             if v.extreme is None:
-                lines.append(f"{ind}for {tr}, m{r.id} in SG{r.id}[k{r.id}].items.items():")
+                lines.append(f"{ind}for {tr}, m{r.id} in SG{r.id}[k{r.id}].items():")
             else:
                 ns[f"NB{r.id}"] = v.m.v_bounds
                 if v.chain is not None:  # m's ρ is derived: its extreme tuple from the chain
@@ -231,7 +245,7 @@ def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, di
                 lines.append(f"{ind}    if w_ is None: w_ = WC{r.id}[{tr}] = W{r.id}({tr})")
                 lines.append(f"{ind}    m{r.id} = m{r.id} * w_")
         else:
-            lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.items.items():")
+            lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.items():")
         ind += "    "
         if r.p_resid is not None:
             ns[f"R{r.id}"] = r.p_resid

@@ -15,8 +15,10 @@ operation                              cost (n = distinct sort values in the gro
 =====================================  ==============================================
 
 Sort values are kept in sorted chunks (like ``sortedcontainers.SortedList``) with a parallel
-list of weights per chunk; a Fenwick tree over the chunk totals gives prefix sums across
-chunks. Multiplicities in a T-reduct of a positive database are positive, so a value whose
+list of weights per chunk; prefix sums across chunks come from one C-level sum of the chunk
+totals while there are at most 128 chunks (32–64k values), from a Fenwick tree over them beyond.
+Inside a chunk whose weights are all 1 a prefix sum is a position; the common one-sided sums
+(``below``/``upto``/``above``/``atleast``) and a one-chunk group take one bisect. Multiplicities in a T-reduct of a positive database are positive, so a value whose
 bucket becomes empty is removed and every value in the structure has a non-empty bucket:
 iterating a range never visits a dead entry (this is what keeps enumeration delay constant).
 """
@@ -24,45 +26,84 @@ iterating a range never visits a dead entry (this is what keeps enumeration dela
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from itertools import chain
+from itertools import chain, islice
 from typing import Any, Iterable, Iterator
 
 _LOAD = 256
+_FEN_MIN = 128  # chunks from which a Fenwick tree over their totals is kept
 
 
-class HashGroup:
-    """Tuples sharing one hash key: ``items`` maps tuple -> multiplicity; ``total`` is their sum."""
+class HashGroup(dict):
+    """Tuples sharing one hash key: the group *is* the dict tuple -> multiplicity (one object
+    per group, not a wrapper around a dict); ``total`` is their sum."""
 
-    __slots__ = ("items", "total", "nonunit")
+    __slots__ = ("total", "nonunit")
 
     def __init__(self) -> None:
-        self.items: dict[tuple, int] = {}
         self.total = 0
         self.nonunit = 0  # tuples whose multiplicity is not 1 (batch enumeration: 0 = all ones)
 
-    def add(self, t: tuple, d: int) -> None:
-        items = self.items
-        before = items.get(t, 0)
+    def add(self, t: tuple, d: int) -> Any:
+        """Add ``d`` to the multiplicity of ``t``; returns the group's new total."""
+        before = self.get(t, 0)
         v = before + d
         if v:
-            items[t] = v
+            self[t] = v
         else:
-            del items[t]
-        self.total += d
+            del self[t]
         if before != 1 and before != 0:
             self.nonunit -= 1
         if v != 1 and v != 0:
             self.nonunit += 1
+        total = self.total = self.total + d
+        return total
 
-    def __len__(self) -> int:
-        return len(self.items)
+    @classmethod
+    def from_items(cls, items: Any) -> "HashGroup":
+        """A group holding ``items`` ({tuple: multiplicity}, no zeros)."""
+        g = cls.__new__(cls)
+        dict.update(g, items)
+        vals = list(g.values())
+        g.total = sum(vals)
+        g.nonunit = len(vals) - vals.count(1)
+        return g
+
+    @classmethod
+    def from_ones(cls, tuples: Any) -> "HashGroup":
+        """A group holding each of ``tuples`` (distinct) once."""
+        g = cls.fromkeys(tuples, 1)
+        g.total = len(g)
+        g.nonunit = 0
+        return g
+
+    @classmethod
+    def of(cls, t: tuple, d: int) -> "HashGroup":
+        """A group holding ``t`` with multiplicity ``d`` (one call where ``HashGroup()`` and
+        ``add`` are two)."""
+        g = cls.__new__(cls)
+        g[t] = d
+        g.total = d
+        g.nonunit = 0 if d == 1 else 1
+        return g
+
+    def __reduce__(self):
+        return (_hash_group, (dict(self), self.total, self.nonunit))
 
 
-class OrderedGroup:
-    """Tuples of one hash key ordered by a sort value, with O(log n) range sums."""
+def _hash_group(items: dict, total: Any, nonunit: int) -> HashGroup:
+    g = HashGroup.__new__(HashGroup)
+    dict.update(g, items)
+    g.total = total
+    g.nonunit = nonunit
+    return g
+
+
+class SortedChunks:
+    """Tuples of one hash key ordered by a sort value: the chunked storage, its maintenance and
+    prefix sums (:class:`OrderedGroup` adds the range reads and the builders)."""
 
     __slots__ = ("sort_pos", "buckets", "total", "nonunit", "_chunks", "_bchunks", "_weights", "_maxes",
-                 "_csum", "_fen", "_flat")
+                 "_csum", "_fen", "_flat", "_multi")
 
     def __init__(self, sort_pos: int) -> None:
         self.sort_pos = sort_pos
@@ -77,22 +118,78 @@ class OrderedGroup:
         self._weights: list[list[int]] = []
         self._maxes: list = []
         self._csum: list[int] = []
-        self._fen: list[int] = [0]
+        self._fen: list[int] | None = None  # Fenwick tree over the chunk totals (many chunks only)
+        # per chunk, its sort values whose weight is not 1: while none, a prefix sum inside
+        # the chunk is a position (no slice is summed)
+        self._multi: list[int] = []
 
     def __len__(self) -> int:
         return len(self.buckets)
 
-    # -- maintenance ------------------------------------------------------------------
-    def add(self, t: tuple, d: int) -> None:
+    def add(self, t: tuple, d: int) -> Any:
+        """Add ``d`` to the multiplicity of ``t``; returns the group's new total. One flat method
+        (no helper calls on the common paths: an existing value's weight, a new value in a
+        chunk that does not split); the Fenwick tree is kept only while there are two or more
+        chunks (a prefix inside the first chunk never reads it)."""
         value = t[self.sort_pos]
-        bucket = self.buckets.get(value)
-        self.total += d
-        if bucket is None:
-            bucket = self.buckets[value] = {t: d}
+        buckets = self.buckets
+        bucket = buckets.get(value)
+        total = self.total = self.total + d
+        if bucket is None:  # a new sort value
+            bucket = buckets[value] = {t: d}
             if d != 1:
                 self.nonunit += 1
-            self._insert_value(value, d, bucket)
-            return
+            maxes = self._maxes
+            if len(maxes) == 1:  # one chunk (up to 2·B values): no chunk search, no Fenwick tree
+                chunk = self._chunks[0]
+                if value > maxes[0]:
+                    maxes[0] = value
+                    pos = len(chunk)
+                else:
+                    pos = bisect_left(chunk, value)
+                chunk.insert(pos, value)
+                self._bchunks[0].insert(pos, bucket)
+                self._weights[0].insert(pos, d)
+                self._flat[0] = None
+                self._csum[0] = total
+                if d != 1:
+                    self._multi[0] += 1
+                if len(chunk) > 2 * _LOAD:
+                    self._split(0)
+                return total
+            if not maxes:
+                self._chunks.append([value])
+                self._bchunks.append([bucket])
+                self._flat.append(None)
+                self._weights.append([d])
+                self._multi.append(0 if d == 1 else 1)
+                maxes.append(value)
+                self._csum.append(d)
+                self._fen = None
+                return total
+            ci = bisect_left(maxes, value)
+            if ci == len(maxes):
+                ci -= 1
+                maxes[ci] = value
+            chunk = self._chunks[ci]
+            pos = bisect_left(chunk, value)
+            chunk.insert(pos, value)
+            self._bchunks[ci].insert(pos, bucket)
+            self._weights[ci].insert(pos, d)
+            self._flat[ci] = None
+            self._csum[ci] += d
+            if d != 1:
+                self._multi[ci] += 1
+            if len(chunk) > 2 * _LOAD:
+                self._split(ci)
+            elif len(maxes) > _FEN_MIN:
+                fen = self._fen
+                i = ci + 1
+                n = len(fen)
+                while i < n:
+                    fen[i] += d
+                    i += i & -i
+            return total
         before = bucket.get(t, 0)
         v = before + d
         if v:
@@ -103,88 +200,65 @@ class OrderedGroup:
             self.nonunit -= 1
         if v != 1 and v != 0:
             self.nonunit += 1
-        if bucket:
-            self._add_weight(value, d)
-        else:
-            del self.buckets[value]
-            self._remove_value(value)
-
-    def _locate(self, value) -> tuple[int, int]:
-        ci = bisect_left(self._maxes, value)
-        return ci, bisect_left(self._chunks[ci], value)
-
-    def _add_weight(self, value, d: int) -> None:
-        ci, pos = self._locate(value)
-        self._flat[ci] = None
-        self._weights[ci][pos] += d
-        self._csum[ci] += d
-        self._fen_add(ci, d)
-
-    def _fen_add(self, ci: int, d: int) -> None:
-        """Fenwick point update: chunk ``ci``'s total changed by ``d``."""
-        fen = self._fen
-        i = ci + 1
-        n = len(fen)
-        while i < n:
-            fen[i] += d
-            i += i & -i
-
-    def _insert_value(self, value, w: int, bucket: dict) -> None:
-        chunks = self._chunks
-        if not chunks:
-            chunks.append([value])
-            self._bchunks.append([bucket])
-            self._flat.append(None)
-            self._weights.append([w])
-            self._maxes.append(value)
-            self._csum.append(w)
-            self._rebuild_fenwick()
-            return
-        ci = bisect_left(self._maxes, value)
-        if ci == len(chunks):
-            ci -= 1
-            self._maxes[ci] = value
-        chunk = chunks[ci]
-        pos = bisect_left(chunk, value)
-        chunk.insert(pos, value)
-        self._bchunks[ci].insert(pos, bucket)
-        self._flat[ci] = None
-        self._weights[ci].insert(pos, w)
-        self._csum[ci] += w
-        if len(chunk) > 2 * _LOAD:
-            half = len(chunk) >> 1
-            wl = self._weights[ci]
-            bl = self._bchunks[ci]
-            chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
-            self._bchunks[ci:ci + 1] = [bl[:half], bl[half:]]
-            self._flat[ci:ci + 1] = [None, None]
-            self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
-            self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
-            self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
-            self._rebuild_fenwick()
-        else:
-            self._fen_add(ci, w)
-
-    def _remove_value(self, value) -> None:
-        ci, pos = self._locate(value)
+        maxes = self._maxes
+        ci = bisect_left(maxes, value)
         chunk = self._chunks[ci]
-        w = self._weights[ci].pop(pos)
-        del chunk[pos]
-        del self._bchunks[ci][pos]
+        pos = bisect_left(chunk, value)
+        weights = self._weights[ci]
+        w0 = weights[pos]
         self._flat[ci] = None
-        self._csum[ci] -= w
-        if not chunk:
-            del self._chunks[ci], self._bchunks[ci], self._weights[ci], self._maxes[ci], self._csum[ci]
-            del self._flat[ci]
-            self._rebuild_fenwick()
-            return
-        if pos == len(chunk):
-            self._maxes[ci] = chunk[-1]
-        self._fen_add(ci, -w)
+        if bucket:
+            w1 = weights[pos] = w0 + d
+            if w0 != 1:
+                self._multi[ci] -= 1
+            if w1 != 1:
+                self._multi[ci] += 1
+            self._csum[ci] += d
+        else:  # the value is gone
+            del buckets[value]
+            del chunk[pos], self._bchunks[ci][pos], weights[pos]
+            if w0 != 1:
+                self._multi[ci] -= 1
+            self._csum[ci] += d  # = -w0: the value's weight drops to 0
+            if not chunk:
+                del self._chunks[ci], self._bchunks[ci], self._weights[ci], maxes[ci], self._csum[ci]
+                del self._flat[ci], self._multi[ci]
+                self._rebuild_fenwick()
+                return total
+            if pos == len(chunk):
+                maxes[ci] = chunk[-1]
+        if len(maxes) > _FEN_MIN:
+            fen = self._fen
+            i = ci + 1
+            n = len(fen)
+            while i < n:
+                fen[i] += d
+                i += i & -i
+        return total
+
+    def _split(self, ci: int) -> None:
+        """Split chunk ``ci`` (over 2·B values) in two halves and rebuild the Fenwick tree."""
+        chunk = self._chunks[ci]
+        half = len(chunk) >> 1
+        wl = self._weights[ci]
+        bl = self._bchunks[ci]
+        self._chunks[ci:ci + 1] = [chunk[:half], chunk[half:]]
+        self._bchunks[ci:ci + 1] = [bl[:half], bl[half:]]
+        self._flat[ci:ci + 1] = [None, None]
+        self._weights[ci:ci + 1] = [wl[:half], wl[half:]]
+        self._maxes[ci:ci + 1] = [chunk[half - 1], chunk[-1]]
+        self._csum[ci:ci + 1] = [sum(wl[:half]), sum(wl[half:])]
+        self._multi[ci:ci + 1] = [sum(1 for w in wl[:half] if w != 1), sum(1 for w in wl[half:] if w != 1)]
+        self._rebuild_fenwick()
 
     def _rebuild_fenwick(self) -> None:
+        """The Fenwick tree over the chunk totals; kept only beyond ``_FEN_MIN`` chunks (below,
+        a prefix over whole chunks is one C-level sum of their totals)."""
         csum = self._csum
         n = len(csum)
+        if n <= _FEN_MIN:
+            self._fen = None
+            return
         fen = [0] * (n + 1)
         for i in range(1, n + 1):
             fen[i] += csum[i - 1]
@@ -193,7 +267,139 @@ class OrderedGroup:
                 fen[j] += fen[i]
         self._fen = fen
 
-    # -- queries ----------------------------------------------------------------------
+    def _prefix(self, value, inclusive: bool) -> int:
+        """Sum of the weights of sort values < value (or <= value when inclusive)."""
+        maxes = self._maxes
+        ci = bisect_right(maxes, value) if inclusive else bisect_left(maxes, value)
+        if ci == len(maxes):
+            return self.total
+        chunk = self._chunks[ci]
+        pos = bisect_right(chunk, value) if inclusive else bisect_left(chunk, value)
+        s = pos if not self._multi[ci] else self._part(ci, pos)
+        if ci:
+            if len(maxes) <= _FEN_MIN:  # few chunks: their totals summed at C speed
+                return s + sum(islice(self._csum, ci))
+            fen = self._fen
+            while ci:
+                s += fen[ci]
+                ci &= ci - 1
+        return s
+
+    def _part(self, ci: int, pos: int) -> Any:
+        """Sum of the weights of chunk ``ci``'s first ``pos`` values: the position itself
+        while every weight there is 1, else the shorter of the two slices summed."""
+        if not self._multi[ci]:
+            return pos
+        ws = self._weights[ci]
+        if pos <= len(ws) >> 1:
+            return sum(ws[:pos])
+        return self._csum[ci] - sum(ws[pos:])
+
+    def below(self, x) -> Any:
+        """Sum of the weights of sort values < x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x > maxes[0]:
+                return self.total
+            pos = bisect_left(self._chunks[0], x)
+            return pos if not self._multi[0] else self._part(0, pos)
+        return self._prefix(x, False) if maxes else 0
+
+    def upto(self, x) -> Any:
+        """Sum of the weights of sort values <= x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x >= maxes[0]:
+                return self.total
+            pos = bisect_right(self._chunks[0], x)
+            return pos if not self._multi[0] else self._part(0, pos)
+        return self._prefix(x, True) if maxes else 0
+
+    def above(self, x) -> Any:
+        """Sum of the weights of sort values > x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x >= maxes[0]:
+                return 0
+            pos = bisect_right(self._chunks[0], x)
+            return self.total - (pos if not self._multi[0] else self._part(0, pos))
+        return self.total - self._prefix(x, True) if maxes else 0
+
+    def atleast(self, x) -> Any:
+        """Sum of the weights of sort values >= x."""
+        maxes = self._maxes
+        if len(maxes) == 1:
+            if x > maxes[0]:
+                return 0
+            pos = bisect_left(self._chunks[0], x)
+            return self.total - (pos if not self._multi[0] else self._part(0, pos))
+        return self.total - self._prefix(x, False) if maxes else 0
+
+
+class OrderedGroup(SortedChunks):
+    """Tuples of one hash key ordered by a sort value, with O(log n) range sums."""
+
+    __slots__ = ()
+
+    @classmethod
+    def from_items(cls, sort_pos: int, items: dict) -> "OrderedGroup":
+        """A group holding ``items`` ({tuple: multiplicity}, no zeros), built in one sort: the
+        sort values in chunks of B (room to grow before a split), their weights, the Fenwick
+        tree once."""
+        g = cls.__new__(cls)
+        g.sort_pos = sort_pos
+        buckets: dict = {}
+        get = buckets.get
+        for t, d in items.items():
+            v = t[sort_pos]
+            b = get(v)
+            if b is None:
+                buckets[v] = {t: d}
+            else:
+                b[t] = d
+        g.buckets = buckets
+        vals = list(items.values())
+        g.total = sum(vals)
+        g.nonunit = len(vals) - vals.count(1)
+        values = sorted(buckets)
+        blist = list(map(buckets.__getitem__, values))
+        if len(values) == len(vals):  # one tuple per value: the weights are the multiplicities
+            weights = list(map(next, map(iter, map(dict.values, blist))))
+        else:
+            weights = [sum(b.values()) for b in blist]
+        step = _LOAD
+        g._chunks = [values[i:i + step] for i in range(0, len(values), step)]
+        g._bchunks = [blist[i:i + step] for i in range(0, len(values), step)]
+        g._weights = [weights[i:i + step] for i in range(0, len(values), step)]
+        g._maxes = [c[-1] for c in g._chunks]
+        g._csum = [sum(w) for w in g._weights]
+        g._multi = [len(w) - w.count(1) for w in g._weights]
+        g._flat = [None] * len(g._chunks)
+        g._rebuild_fenwick()
+        return g
+
+    @classmethod
+    def of(cls, sort_pos: int, t: tuple, d: int) -> "OrderedGroup":
+        """A group holding ``t`` with multiplicity ``d`` (one call where ``OrderedGroup(p)`` and
+        ``add`` are two)."""
+        g = cls.__new__(cls)
+        value = t[sort_pos]
+        bucket = {t: d}
+        g.sort_pos = sort_pos
+        g.buckets = {value: bucket}
+        g.total = d
+        unit = d == 1
+        g.nonunit = 0 if unit else 1
+        g._chunks = [[value]]
+        g._bchunks = [[bucket]]
+        g._flat = [None]
+        g._weights = [[d]]
+        g._maxes = [value]
+        g._csum = [d]
+        g._fen = None
+        g._multi = [0 if unit else 1]
+        return g
+
     def min_tuple(self) -> tuple:
         """A tuple with the smallest sort value (the group is not empty)."""
         return next(iter(self.buckets[self._chunks[0][0]]))
@@ -210,22 +416,6 @@ class OrderedGroup:
         ci, pos, cj, end = span
         value = self._chunks[cj][end - 1] if last else self._chunks[ci][pos]
         return next(iter(self.buckets[value]))
-
-    def _prefix(self, value, inclusive: bool) -> int:
-        """Sum of the weights of sort values < value (or <= value when inclusive)."""
-        maxes = self._maxes
-        ci = bisect_right(maxes, value) if inclusive else bisect_left(maxes, value)
-        if ci == len(maxes):
-            return self.total
-        chunk = self._chunks[ci]
-        pos = bisect_right(chunk, value) if inclusive else bisect_left(chunk, value)
-        s = sum(self._weights[ci][:pos]) if pos else 0
-        fen = self._fen
-        i = ci
-        while i > 0:
-            s += fen[i]
-            i -= i & -i
-        return s
 
     def range_sum(self, lo, lo_incl: bool, hi, hi_incl: bool) -> int:
         """Sum of multiplicities of tuples whose sort value lies in the range (None = unbounded)."""

@@ -35,8 +35,10 @@ from typing import TYPE_CHECKING, Any
 
 from .chain import chain_edges, intersect
 from .groups import OrderedGroup
+from .weightorder import WeightOrder
 from .predicates import (
     compile_bounds,
+    compile_range_sum,
     key_fn,
     oriented_cross,
     projector,
@@ -54,7 +56,8 @@ class KeyedChain:
 
     __slots__ = ("trep", "v", "f", "gs", "mr", "gt", "nodes", "d_pos", "vg", "alive", "lval",
                  "r_groups", "s_groups", "t_groups", "proj_s", "a_bounds", "x_bounds", "x_lower",
-                 "z_bounds", "z_lower", "z_key", "z_proj", "y_key", "y_bounds", "last", "zp_bounds")
+                 "z_bounds", "z_lower", "z_key", "z_proj", "y_key", "y_bounds", "last", "zp_bounds",
+                 "a_sum", "x_sum", "y_sum")
 
     def __init__(self, trep: Host, v: Virtual, f: RNode, nodes: list[RNode], d_var: str,
                  proj_s: Callable, a_bounds: Callable, x_bounds: Callable, x_lower: bool,
@@ -65,7 +68,7 @@ class KeyedChain:
         self.mr = self.gs.sibling
         self.nodes = nodes  # m … f (the fused chain), top first
         self.d_pos = f.pos[d_var]
-        self.vg = OrderedGroup(self.d_pos)  # f's tuples on d, weighted V(y) = ρ_S(y) · B(y)
+        self.vg = WeightOrder()  # the d values of f's tuples, weighted V(y) = ρ_S(y) · B(y)
         self.alive = OrderedGroup(0)  # (L(k), k) per key with an S tuple that has a T partner
         self.lval: dict = {}  # key -> its entry in alive
         self.proj_s = proj_s  # S tuple -> f tuple
@@ -84,29 +87,36 @@ class KeyedChain:
         self.s_groups = self.gt.v_index.groups  # f's tuples (ρ_S) per key, ordered on d
         self.t_groups = m.v_index.groups  # π_var(p) ρ_T per key, ordered on g
         self.y_key, self.y_bounds = m.v_key, m.v_bounds
+        self.y_sum = compile_range_sum(m.step[3], m.pos) if m.step is not None and m.step[0] == "nonguard" \
+            else (lambda g, y: g.range_sum(*self.y_bounds(y)))
 
     # -- the three factors ----------------------------------------------------------------
     def weight(self, y: tuple) -> Any:
         """A(y): the R tuples y joins (its multiplicity factor beyond ρ_S)."""
         g = self.r_groups.get(())
-        return g.range_sum(*self.a_bounds(y)) if g is not None else 0
+        return self.a_sum(g, y) if g is not None else 0
 
     def _b(self, y: tuple) -> Any:
         g = self.t_groups.get(self.y_key(y))
-        return g.range_sum(*self.y_bounds(y)) if g is not None else 0
+        return self.y_sum(g, y) if g is not None else 0
 
     def _refresh(self, k) -> None:
-        """Recompute L(k) in ``alive`` after a change of key k's S or T tuples."""
-        old = self.lval.pop(k, None)
-        if old is not None:
-            self.alive.add(old, -1)
+        """Recompute L(k) in ``alive`` after a change of key k's S or T tuples (``alive`` is
+        touched only when L(k) moved)."""
+        e = None
         sg, tg = self.s_groups.get(k), self.t_groups.get(k)
-        if sg is None or tg is None or not len(sg) or not len(tg):
+        if sg is not None and tg is not None and len(sg) and len(tg):
+            ext = tg.min_tuple() if self.z_lower else tg.max_tuple()
+            y = sg.edge_in(*self.zp_bounds(ext), last=self.last)
+            if y is not None:
+                e = (y[self.d_pos], k)
+        old = self.lval.get(k)
+        if old == e:
             return
-        ext = tg.min_tuple() if self.z_lower else tg.max_tuple()
-        y = sg.edge_in(*self.zp_bounds(ext), last=self.last)
-        if y is not None:
-            e = (y[self.d_pos], k)
+        if old is not None:
+            del self.lval[k]
+            self.alive.add(old, -1)
+        if e is not None:
             self.lval[k] = e
             self.alive.add(e, 1)
 
@@ -139,7 +149,7 @@ class KeyedChain:
             for y, d in fd.items():
                 a, bb = weight(y), b(y)
                 if bb:
-                    self.vg.add(y, d * bb)
+                    self.vg.add(y[self.d_pos], d * bb)
                 if a and bb:
                     dc += d * a * bb
                 if rec is not None and a:
@@ -151,16 +161,17 @@ class KeyedChain:
                 self._record_f(rec, record)
                 pd = self.nodes[0].up(rec) if rec else {}
         elif n is self.mr:
-            vg, xb = self.vg, self.x_bounds
+            vg, xs = self.vg, self.x_sum
             for x, d in delta.items():
                 if d:
-                    dc += d * vg.range_sum(*xb(x))
+                    dc += d * xs(vg, x)
             if record is not None:
                 fd = n.up(delta)  # the fan-out, only to enumerate the change
                 self._record_f(fd, record)
                 pd = self.nodes[0].up(fd) if fd else {}
         else:  # the T side (the guard of the derived top join)
             sgroups, zkey, zb, weight, vg = self.s_groups, self.z_key, self.z_bounds, self.weight, self.vg
+            dp = self.d_pos
             pd = {}
             keys = set()
             for z, d in delta.items():
@@ -172,9 +183,10 @@ class KeyedChain:
                 if g is None:
                     continue
                 s = 0
-                for y, w in g.irange(*zb(z)):
-                    vg.add(y, d * w)
-                    s += w * weight(y)
+                for b in g.buckets_in(*zb(z)):
+                    for y, w in b.items():
+                        vg.add(y[dp], d * w)
+                        s += w * weight(y)
                 if s:
                     dc += d * s
                     pz = self.z_proj(z)
@@ -295,5 +307,7 @@ def find_keyed_chain(trep: Host) -> KeyedChain | None:
                     compile_bounds(lower, mr.pos), lower[0].op in (">", ">="),
                     compile_bounds(top, gt.pos), top[0].op in (">", ">="),
                     key_fn(key, gt.pos), projector(p.form, gt.pos), compile_bounds(top, p.pos))
+    kc.a_sum = compile_range_sum(on_a, f.pos)
+    kc.x_sum = compile_range_sum(lower, mr.pos)
     f.kchain = p.kchain = v.kchain = kc
     return kc

@@ -51,7 +51,8 @@ def value_kind(v: Any) -> str:
 class LeafExtractor:
     """Turns rows of one table into tuples of one atom's leaf."""
 
-    __slots__ = ("atom", "alias", "arity", "extract", "eqs", "strict", "filter", "ordered", "kinds", "temporal")
+    __slots__ = ("atom", "alias", "arity", "extract", "eqs", "strict", "filter", "ordered", "kinds", "temporal",
+                 "positions")
 
     def __init__(self, gcq: GCQ, atom: int, order: list[str], strict: set[str],
                  filters, kinds: dict[str, str], ordered_vars: set[str], temporal: set[str] = frozenset(),
@@ -71,6 +72,7 @@ class LeafExtractor:
                 first[v] = j
         pos_in_row = {v: first[v] for v in order}
         self.extract = projector(order, pos_in_row)
+        self.positions = [first[v] for v in order]  # leaf tuple position -> row position
         self.eqs = eqs
         self.strict = [i for i, v in enumerate(order) if v in strict]
         leaf_pos = {v: i for i, v in enumerate(order)}

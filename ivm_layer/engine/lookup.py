@@ -32,12 +32,6 @@ def _stale() -> ConcurrentModificationError:
         "the view was updated while this lookup was open; take list(view.lookup(...)) first")
 
 
-class _NoGroup:
-    """Stands for a missing group (never reached on a calibrated representation)."""
-
-    items: dict = {}
-
-
 class ParamView(View):
     """A view with input parameters. ``columns`` are the outputs; ``rows()`` ranges over
     ``params + columns`` (every input/output pair)."""
@@ -206,7 +200,7 @@ class ParamView(View):
         for r in self._seeds:  # step 1: O(1) probes
             t = tuple(env[v] for v in r.form)
             g = r.p_index.groups.get(keyf[r.id](tup[r.parent.id]))
-            m = g.items.get(t) if g is not None else None
+            m = g.get(t) if g is not None else None
             if not m:
                 return iter(())
             tup[r.id], mult[r.id] = t, m
@@ -218,7 +212,7 @@ class ParamView(View):
     def _compile_enum(self) -> None:
         """Generate the nested loops over the non-input nodes of N (Algorithm 1 seeded by the
         input nodes' tuples), as Python source, like the engine's own enumeration."""
-        ns: dict[str, Any] = {"_stale": _stale, "_NONE": _NoGroup}
+        ns: dict[str, Any] = {"_stale": _stale, "_NONE": {}}
         lines = ["def _enum(tup, mult, trep, v0):"]
         ind = "    "
         lines.append(f"{ind}t{self._trep.root.id} = ()")
@@ -231,7 +225,7 @@ class ParamView(View):
                 continue
             ns[f"P{r.id}"] = r.p_index.groups
             ns[f"K{r.id}"] = self._keyf[r.id]
-            lines.append(f"{ind}for t{r.id}, m{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE).items.items():")
+            lines.append(f"{ind}for t{r.id}, m{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE).items():")
             ind += "    "
         row = "(" + "".join(f"t{h}[{j}], " for h, j in self._holders) + ")"
         mult = " * ".join(f"m{f}" for f in self._frontier) or "1"

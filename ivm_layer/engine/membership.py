@@ -69,7 +69,7 @@ class Membership:
                 return 0
             t = tuple(val[v] for v in layout)
             if type(g) is HashGroup:
-                m = g.items.get(t)
+                m = g.get(t)
             else:
                 bucket = g.buckets.get(t[g.sort_pos])
                 m = bucket.get(t) if bucket is not None else None

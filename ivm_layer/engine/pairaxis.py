@@ -16,7 +16,7 @@ total and the prefix (the fold is invertible on its counts).
 from __future__ import annotations
 
 from bisect import bisect_left
-from itertools import accumulate
+from itertools import accumulate, islice
 from operator import mul
 
 CHUNK = 128
@@ -84,18 +84,18 @@ class PairAxis:
             wy.insert(pos, 0)
             wz.insert(pos, 0)
         x, y, z, xy, yz = self._leaf[ci]
-        if stream == 0:
+        if stream == 0:  # (sums over islices: no copy of the chunk's part)
             x += d
-            xy += d * sum(wy[pos + 1:])
+            xy += d * sum(islice(wy, pos + 1, None))
             wx[pos] += d
         elif stream == 1:
             y += d
-            xy += d * sum(wx[:pos])
-            yz += d * sum(wz[pos + 1:])
+            xy += d * sum(islice(wx, pos))
+            yz += d * sum(islice(wz, pos + 1, None))
             wy[pos] += d
         else:
             z += d
-            yz += d * sum(wy[:pos])
+            yz += d * sum(islice(wy, pos))
             wz[pos] += d
         self._leaf[ci] = (x, y, z, xy, yz)
         if not (wx[pos] or wy[pos] or wz[pos]):  # the key is gone
@@ -138,6 +138,48 @@ class PairAxis:
         for i in range(size - 1, 0, -1):
             tree[i] = _merge(tree[2 * i], tree[2 * i + 1])
         self._tree, self._size = tree, size
+
+    def prefix_pairs(self, key, first: int) -> tuple:
+        """Three components of the fold of the keys strictly before ``key``: ``first`` = 0 gives
+        ``(X, Y, XY)``, ``first`` = 1 gives ``(Y, Z, YZ)`` (what one pair count needs; cheaper
+        than :meth:`prefix`: three sums, no tuple per merge)."""
+        a, b, ab = first, first + 1, first + 3
+        maxes = self._maxes
+        ci = bisect_left(maxes, key)
+        u = v = uv = 0
+        if ci:
+            tree = self._tree
+            lo, hi = self._size, self._size + ci
+            right = []
+            while lo < hi:
+                if lo & 1:
+                    f = tree[lo]
+                    uv += f[ab] + u * f[b]
+                    u += f[a]
+                    v += f[b]
+                    lo += 1
+                if hi & 1:
+                    hi -= 1
+                    right.append(tree[hi])
+                lo >>= 1
+                hi >>= 1
+            for f in reversed(right):
+                uv += f[ab] + u * f[b]
+                u += f[a]
+                v += f[b]
+        if ci == len(maxes):
+            return u, v, uv
+        pos = bisect_left(self._keys[ci], key)
+        if pos:
+            w = self._w[ci]
+            wa, wb = w[a], w[b]
+            pu = sum(islice(wa, pos))
+            pv = sum(islice(wb, pos))
+            puv = sum(map(mul, islice(wb, pos), accumulate(wa, initial=0)))
+            uv += puv + u * pv
+            u += pu
+            v += pv
+        return u, v, uv
 
     def prefix(self, key) -> Fold:
         """The fold of the keys strictly before ``key``."""

@@ -187,6 +187,70 @@ def compile_bounds(preds: list[Predicate], right_pos: dict[str, int]):
     return bounds
 
 
+#: one-sided range sums of an ordered group (engine/groups.py) per operator of ``s op bound``
+RANGE_SUM = {"<": "below", "<=": "upto", ">": "above", ">=": "atleast"}
+
+
+def bound_source(preds: list[Predicate], right_pos: dict[str, int], tvar: str,
+                 const: Callable[[Any], str]) -> tuple[str, str] | None:
+    """Source for the predicates :func:`compile_bounds` takes when there is one of them and its
+    offset needs no :func:`offset_adder`: ``(op, bound)``, the range being ``s op bound`` with
+    ``bound`` read from tuple variable ``tvar`` (``const(c)`` names a constant in the generated
+    code's namespace). None otherwise: generated code then calls the compiled closure."""
+    if len(preds) != 1:
+        return None
+    p = preds[0]
+    c = p.offset or 0
+    if c and typed_offset(c):
+        return None
+    x = f"{tvar}[{right_pos[p.right]}]"
+    if c:
+        x = f"({x} + {const(c)})"
+    return p.op, x
+
+
+def bounds_lines(preds: list[Predicate], right_pos: dict[str, int], tvar: str, const: Callable[[Any], str],
+                 out: str) -> list[str] | None:
+    """Straight-line source computing :func:`compile_bounds`' range into ``{out}lo, {out}li,
+    {out}hi, {out}hii`` (several predicates on one sort variable: the tightest bound on each
+    side, an exclusive bound winning a tie); None when an offset needs :func:`offset_adder`."""
+    lo, li, hi, hii = f"{out}lo", f"{out}li", f"{out}hi", f"{out}hii"
+    lines = [f"{lo} = {hi} = None", f"{li} = {hii} = False"]
+    for p in preds:
+        c = p.offset or 0
+        if c and typed_offset(c):
+            return None
+        x = f"{tvar}[{right_pos[p.right]}]" + (f" + {const(c)}" if c else "")
+        v = f"{out}v"
+        lines.append(f"{v} = {x}")
+        if p.op in ("<", "<=", "="):
+            incl = p.op != "<"
+            lines.append(f"if {hi} is None or {v} < {hi} or ({v} == {hi} and {not incl}): {hi}, {hii} = {v}, {incl}")
+        if p.op in (">", ">=", "="):
+            incl = p.op != ">"
+            lines.append(f"if {lo} is None or {v} > {lo} or ({v} == {lo} and {not incl}): {lo}, {li} = {v}, {incl}")
+    return lines
+
+
+def compile_range_sum(preds: list[Predicate], right_pos: dict[str, int]) -> Callable[[Any, tuple], Any]:
+    """``f(group, r)``: the sum of an ordered group's weights inside the range the predicates
+    :func:`compile_bounds` takes admit for tuple ``r`` — one one-sided call (``below`` …) for a
+    single predicate with a plain offset, ``range_sum(*bounds(r))`` otherwise."""
+    src = bound_source(preds, right_pos, "r", repr) if preds else None
+    if src is not None and src[0] in RANGE_SUM and all(type(p.offset or 0) is int for p in preds):
+        op, x = src
+        return eval(f"lambda g, r: g.{RANGE_SUM[op]}({x})")  # noqa: S307 - built from ints and names
+    bounds = compile_bounds(preds, right_pos)
+    return lambda g, r: g.range_sum(*bounds(r))
+
+
+def range_args_source(op: str, x: str) -> str:
+    """``lo, lo_incl, hi, hi_incl`` source of the range ``s op x``."""
+    return {"<": f"None, False, {x}, False", "<=": f"None, False, {x}, True",
+            ">": f"{x}, False, None, False", ">=": f"{x}, True, None, False",
+            "=": f"{x}, True, {x}, True"}[op]
+
+
 def key_expr(var_names: list[str], pos: dict[str, int], tvar: str) -> str:
     """Python source for the hash key of ``var_names`` read from tuple variable ``tvar``."""
     if not var_names:

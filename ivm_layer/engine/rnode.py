@@ -37,7 +37,7 @@ class RNode:
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
                  "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds", "kchain",
-                 "weight", "derived")
+                 "weight", "derived", "step")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -83,3 +83,7 @@ class RNode:
         # The update of the structure that derives this node's ρ from its children's (its
         # KeyedChain, Virtual or Chain, in that order), bound once the TRep is built.
         self.derived: Any = None
+        # How ``up`` was built, for generated update code (engine/updgen.py): ("fused", filter),
+        # ("project",), ("chain",), ("guard" | "nonguard", sibling index, key variables,
+        # predicates the index order covers, predicates checked tuple by tuple); None at the root.
+        self.step: Any = None

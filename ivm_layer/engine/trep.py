@@ -18,15 +18,17 @@
 
 from __future__ import annotations
 
+from itertools import chain
 from typing import Any, Callable, Iterator
 
+from ..errors import ConcurrentModificationError
 from ..planner import Plan
 from ..planner.gjt import Node
 from .chain import find_chain
 from .enumgen import gen_enum
+from .groups import HashGroup
 from .index import Index
 from .keyedchain import find_keyed_chain
-from .pairaxis import CHUNK as PAIR_CHUNK
 from .predicates import (
     compile_bounds,
     compile_cross_check,
@@ -38,7 +40,10 @@ from .predicates import (
     split_on_sort_var,
 )
 from .rnode import RNode
+from .updgen import compile_enabled
 from .virtual import find_virtual
+
+ROWS_BATCH = 512  # pairs per batch behind rows()
 
 
 class TRep:
@@ -48,6 +53,8 @@ class TRep:
         self.plan = plan
         self.count = 0  # ρ_root(()) = total multiplicity of the view
         self.version = 0
+        self.open_buffers: dict[int, list] = {}  # batches open rows() iterators are reading
+        self.fast_enum = compile_enabled()
         self._index_by_spec: dict[tuple, Index] = {}
         self.nodes: dict[int, RNode] = {}
         self.root = self._build(plan.root, True)
@@ -78,6 +85,7 @@ class TRep:
             c.finish(self._index(c.gs, [], c.p1.form, None, c.d_var), self._index(c.mr, [], None, None, c.a_var))
         self.out_vars = list(plan.gcq.output)
         self._enum_source: dict[Any, str] = {}
+        self._delta_keys: dict[int, Callable] = {}  # node id -> its P_n key (delta enumeration)
         self._enum_cache: dict[Any, Callable] = {}
 
     # -- construction -----------------------------------------------------------------
@@ -130,13 +138,16 @@ class TRep:
             # p carries n's tuples: only p's filter (over var(p) ⊆ var(n)) applies on the way up.
             pf = compile_filter(p.node.filters, n.pos)
             n.up = _identity if pf is None else _make_filter(pf)
+            n.step = ("fused", pf)
         elif s is None:
             n.up = _make_project(projector(p.form, n.pos), p.filter)
+            n.step = ("project",)
         elif n.is_guard and s.chain is not None:
             # T under the derived top join whose other child p1 is derived too: ρ_p1's range
             # sum is a pair count on the chain's axis (engine/chain.py).
             n.v_key = key_fn([], p.pos)
             n.up = s.chain.t_up(projector(p.form, n.pos))
+            n.step = ("chain",)
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
@@ -149,6 +160,7 @@ class TRep:
                 compile_bounds(on, n.pos) if on else None,
                 compile_cross_check(rest, s.pos, n.pos),
             )
+            n.step = ("guard", idx, key_vars, on, rest)
         else:
             # Case C: s guards p. Probe S_s holding π_var(p) ρ_s, ordered on the parent-side variable.
             key_vars = sorted(s.node.vars & n.node.vars)
@@ -162,6 +174,7 @@ class TRep:
                 compile_bounds(on, n.pos) if on else None,
                 compile_cross_check(rest, p.pos, n.pos),
             )
+            n.step = ("nonguard", idx, key_vars, on, rest)
         if n.in_n and not p.fused:
             key_vars = sorted(n.node.vars & p.node.vars)
             cross = oriented_cross(n.node, p.node)  # n_var op parent_var + c
@@ -196,7 +209,7 @@ class TRep:
 
         With ``record``, the deltas of nodes in N are stored there for delta enumeration.
         """
-        self.version += 1
+        self.bump()
         n = self.leaves[atom]
         while True:
             for apply in n.appliers:
@@ -217,11 +230,47 @@ class TRep:
 
     # -- enumeration ------------------------------------------------------------------
     def enumerate(self) -> Iterator[tuple[tuple, int]]:
-        """Algorithm 1: yield ``(row over the output columns, multiplicity)``."""
+        """Algorithm 1: yield ``(row over the output columns, multiplicity)``.
+
+        The pairs come from the batched enumeration (runs of a group become pairs at C speed),
+        chained at C speed: a pair costs about what a list's does. An update while the iterator
+        is open empties the batch being read (:meth:`bump`), so its next step raises
+        ConcurrentModificationError as the row-by-row generator's would (``IVM_COMPILE=0``:
+        that generator, the reference)."""
         if not self.out_vars:  # no output column (a global aggregate's join): the root count
             return iter([((), self.count)] if self.count else [])
-        fn = self._enum_fn(None)
-        return fn(self, None)
+        if not self.fast_enum:
+            return self._enum_fn(None)(self, None)
+        return chain.from_iterable(self._guarded(self._enum_fn("batch")(self, None, ROWS_BATCH)))
+
+    def _guarded(self, batches: Iterator[list]) -> Iterator[list]:
+        """``batches`` registered as open while they are read (see :meth:`bump`)."""
+        v0 = self.version
+        open_ = self.open_buffers
+        key = None
+        try:
+            for buf in batches:
+                key = id(buf)
+                open_[key] = buf
+                yield buf
+                open_.pop(key, None)
+                key = None
+                if self.version != v0:
+                    raise ConcurrentModificationError(
+                        "the view was updated while this enumeration was open; finish (or discard) the "
+                        "iteration before updating, or take list(view.rows()) first")
+        finally:
+            if key is not None:
+                open_.pop(key, None)
+
+    def bump(self) -> None:
+        """A change of the representation: a new version, and the batches open ``rows()``
+        iterators are reading emptied (their next step then sees the new version and raises)."""
+        self.version += 1
+        if self.open_buffers:
+            for buf in self.open_buffers.values():
+                buf.clear()
+            self.open_buffers.clear()
 
     def delta_rows(self, atom: int, record: dict[int, dict]) -> Iterator[tuple[tuple, int]]:
         """Delta enumeration after :meth:`propagate` of ``atom`` with ``record``."""
@@ -229,11 +278,14 @@ class TRep:
             d = record.get(self.root.id, {}).get((), 0) if self.root.in_n else 0
             return iter([((), d)] if d else [])
         dgroups: dict[int, dict] = {}
+        dkeys = self._delta_keys
         for nid, delta in record.items():
             r = self.nodes[nid]
             if r.parent is None or r.parent.fused:
                 continue
-            kf = key_fn(r.p_key_vars, r.pos)
+            kf = dkeys.get(nid)
+            if kf is None:
+                kf = dkeys[nid] = key_fn(r.p_key_vars, r.pos)
             groups: dict[Any, list] = {}
             for t, d in delta.items():
                 k = kf(t)
@@ -270,62 +322,6 @@ class TRep:
         return fn
 
     # -- introspection ------------------------------------------------------------------
-    def derived_steps(self) -> dict[int, str]:
-        """GJT node id → why, for the steps to a parent that this representation derives on
-        demand in O(log n) (the derived top join and chain) rather than propagates: EXPLAIN's
-        update cost counts them as O(log n)."""
-        out: dict[int, str] = {}
-        v = self.virtual
-        if v is not None:
-            for n in (v.g, v.m):
-                out[n.node.id] = "the derived join above it: one range sum (see engine: below)"
-        c = self.chain
-        if c is not None:
-            for n in (c.mr, c.gs):
-                out[n.node.id] = "the derived chain above it: pair counts on one order (see engine: below)"
-        if self.kchain is not None:
-            out.update(self.kchain.derived_steps())
-        return out
-
-    def cost_notes(self) -> list[str]:
-        """What this representation does per edge, read from the wired nodes (EXPLAIN):
-        the derived top join, and edges whose inequalities one order cannot cover (their other
-        inequalities are checked tuple by tuple: linear delay / update cost, not O(1)/O(log n))."""
-        def label(n: RNode) -> str:
-            return "{" + ", ".join(sorted(n.node.vars)) + "}" if n.atom is None else self.plan.atom_label(n.atom)
-
-        out = []
-        v = self.virtual
-        if v is not None and v.kchain is not None:
-            out.append(f"derived join {label(v.p)}: ρ not stored; updates go to the derived keyed chain "
-                       f"(below); enumeration visits only the keys with output, walking {label(v.g)}'s group "
-                       "inside the range its extreme partner admits")
-        elif v is not None:
-            how = f"one inequality ({v.pred})" if v.pred is not None else "equalities only"
-            out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
-                       f"changes per-key counts by one range sum, O(log n) ({how}); enumeration walks "
-                       f"{label(v.g)}'s group inside the range its extreme partner admits: O(1) delay")
-        c = self.chain
-        if c is not None:
-            out.append(f"derived chain {label(c.p1)}: ρ not stored either; {label(c.mr)}, {label(c.gs)} and "
-                       f"{label(c.gt)} share one order of {c.d_var} with pair counts (sorted chunks, a segment "
-                       f"tree over them): an update of any of the three costs O(log n) plus O(B) C-level work "
-                       f"(B = {PAIR_CHUNK}), never a fan-out; enumeration reads {label(c.gs)}'s order inside the "
-                       f"range {label(c.mr)}'s extreme tuple admits: O(1) delay")
-        if self.kchain is not None:
-            out.append(self.kchain.note(label))
-        for n in self.nodes.values():
-            p = n.parent
-            if p is None or p.fused or not n.node.preds:
-                continue
-            _, on, rest = split_on_sort_var(oriented_cross(n.node, p.node))
-            if rest:
-                preds = " ∧ ".join(map(str, on + rest))
-                out.append(f"edge {label(p)} -> {label(n)} ({preds}): one order covers {len(on)} of "
-                           f"{len(on) + len(rest)} predicates, the others are checked tuple by tuple: "
-                           "O(n) enumeration delay and O(n) per update in the worst case (not O(1) / O(log n))")
-        return out
-
     def rho(self, node_id: int) -> dict[tuple, int] | None:
         """``ρ_n`` as a dict over the node's own variables (sorted order for interior nodes),
         read back from one of its indexes; None when the node keeps no index."""
@@ -340,7 +336,7 @@ class TRep:
                 continue
             proj = projector(r.own, r.pos) if idx.content is None else (lambda t: t)
             for g in idx.groups.values():
-                items = g.items.items() if hasattr(g, "items") else (
+                items = g.items() if type(g) is HashGroup else (
                     kv for b in g.buckets.values() for kv in b.items())
                 for t, m in items:
                     u = proj(t)
@@ -395,7 +391,7 @@ def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
             if g is None:
                 continue
             if resid is not None:
-                it = g.irange(*bounds(t)) if bounds is not None else g.items.items()
+                it = g.irange(*bounds(t)) if bounds is not None else g.items()
                 s = 0
                 for u, m in it:
                     if resid(u, t):
@@ -414,6 +410,12 @@ def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
 
 
 _SWEEP_MIN = 8  # delta tuples per group from which the sorted sweep beats one range scan each
+
+
+def sweep_min() -> int:
+    """Delta tuples from which a non-guard step sweeps a group once instead of scanning a
+    range per tuple (generated batch code hands such deltas to the interpreter)."""
+    return _SWEEP_MIN
 
 
 def _make_nonguard_up(idx: Index, key, bounds, resid):
@@ -451,7 +453,7 @@ def _make_nonguard_up(idx: Index, key, bounds, resid):
             g = groups.get(key(t))
             if g is None:
                 continue
-            it = g.irange(*bounds(t)) if bounds is not None else g.items.items()
+            it = g.irange(*bounds(t)) if bounds is not None else g.items()
             if resid is None:
                 for u, m in it:
                     out[u] = get(u, 0) + d * m

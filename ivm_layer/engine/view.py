@@ -14,9 +14,11 @@ from typing import Any, Callable, Iterable, Iterator, Mapping
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
-from .leaves import LeafExtractor, VarClasses, bad_row, ordered_variable_kinds
+from .bulk import BULK_MIN
+from .leaves import LeafExtractor, VarClasses, ordered_variable_kinds
+from .tnotes import cost_notes, derived_steps
 from .trep import TRep
-from .values import canonical_row
+from .updcode import UpdateCode
 
 Change = list[tuple[tuple, int]]
 
@@ -69,7 +71,14 @@ class View:
         self._materialized: dict[tuple, int] | None = None if plan.free_connex and not gcq.distinct else {}
         self._subscribers: list[Callable[[Change], Any]] = []
         self._membership = None  # built by the first contains()
-        self._fast: dict[Any, tuple] = {}  # table spelling -> _single's entry (_fast_entry)
+        # Which code runs each update path (engine/updcode.py): generated (engine/updgen.py)
+        # or the interpreter, built at a table's / leaf's first update; IVM_COMPILE=0 keeps
+        # the interpreter everywhere.
+        self._code = UpdateCode(
+            self._trep, self._tables, self._extractors, self._arity, self._kinds, self._subscribers,
+            [a.alias for a in gcq.atoms], self._materialized is None and not self._weights,
+            self._commit_one, self._core._code if self._core is not None else None, self._core_extractor)
+        self._upd = self._code.single  # table spelling -> its single-row update (hot path)
 
     # -- introspection ------------------------------------------------------------------
     @property
@@ -102,9 +111,9 @@ class View:
         stats = (f"state: {st['base_rows']} base rows, {st['index_entries']} index entries"
                  + (f", core: {st['core_entries']} index entries" if self._core is not None else "")
                  + (f", {st['materialized_rows']} materialized rows" if self._materialized is not None else ""))
-        notes = self._trep.cost_notes()
+        notes = cost_notes(self._trep)
         engine = ["engine:"] + [f"  {line}" for line in notes] if notes else []
-        return "\n".join(head + [self.plan.explain(self._trep.derived_steps())] + engine + [stats])
+        return "\n".join(head + [self.plan.explain(derived_steps(self._trep))] + engine + [stats])
 
     def stats(self) -> dict[str, int]:
         """What the view stores, in tuples (the memory accounting behind ``explain()``):
@@ -234,6 +243,9 @@ class View:
             >>> list(v.rows())
             [((1, 10, 'x'), 1)]
         """
+        fn = self._upd.get(table)
+        if fn is not None and fn(row, 1):
+            return
         if not self._single(table, row, 1):
             self._apply_checked({table: [(row, 1)]}, want_change=False)
 
@@ -251,79 +263,30 @@ class View:
             ...
             ivm_layer.errors.UpdateError: cannot delete (1, 10) from 'r': it is not present; no change was applied
         """
+        fn = self._upd.get(table)
+        if fn is not None and fn(row, -1):
+            return
         if not self._single(table, row, -1):
             self._apply_checked({table: [(row, -1)]}, want_change=False)
+
+    def update_paths(self) -> dict[str, str]:
+        """What runs each update path built so far (a path is built at its first update):
+        ``"insert/delete <table>"`` (one row), ``"batch <atom>"`` (a leaf's share of a batch) and
+        ``"change of <atom>"`` (the same, recording the change) -> ``"generated: …"``
+        (engine/updgen.py, with what it touches) or ``"interpreter: <why>"``."""
+        return dict(self._code.notes)
 
     def _single(self, table: str, row: Any, k: int) -> bool:
         """Fast path for one row (same checks as a batch). Returns False to defer to the
         general path for anything unusual (a table of the core, a non-tuple row)."""
-        entry = self._fast.get(table)
-        if entry is None:
-            entry = self._fast_entry(table)
-            if entry is None:
-                return False
-        if type(row) is not tuple:
-            return False
-        name, store, exs, arity, plain = entry
-        if len(row) != arity:
-            raise bad_row(name, row, arity)
-        row = canonical_row(row)
-        try:
-            have = store.get(row, 0)
-        except TypeError:
-            raise UpdateError(f"row {row!r} has an unhashable value; no change was applied") from None
-        if have + k < 0:
-            raise UpdateError(f"cannot delete {row!r} from {name!r}: it is not present; no change was applied")
-        if not plain or self._subscribers:
-            change = self._commit(self._prepare_validated([(name, {row: k})]), want_change=False)
-            if change and self._subscribers:
-                tell(self._subscribers, change)
-            return True
-        pending: dict[str, str] = {}
-        trep = self._trep
-        if len(exs) == 1:  # no self-join: one leaf
-            ex = exs[0]
-            t = ex.leaf_tuple(row, pending)
-            if pending:
-                self._kinds.update(pending)
-            if have + k:
-                store[row] = have + k
-            else:
-                del store[row]
-            if t is not None:
-                trep.propagate(ex.atom, {t: k})
-            trep.version += 1
-            return True
-        leaf = []
-        for ex in exs:
-            t = ex.leaf_tuple(row, pending)
-            if t is not None:
-                leaf.append((ex.atom, t))
-        if pending:
-            self._kinds.update(pending)
-        if have + k:
-            store[row] = have + k
-        else:
-            del store[row]
-        propagate = trep.propagate
-        for atom, t in leaf:
-            propagate(atom, {t: k})
-        trep.version += 1
-        return True
+        return self._code.single_row(table, row, k)
 
-    def _fast_entry(self, table: Any) -> tuple | None:
-        """``(name, stored rows, leaf extractors, arity, plain)`` of a table spelled ``table``
-        ("R" for r), remembered per spelling (``plain``: no core, no materialized result, no
-        ring payloads — fixed when the view is built); None for a name this view does not
-        store itself."""
-        name = table.lower() if type(table) is str else table
-        store = self._tables.get(name)
-        if store is None:
-            return None
-        plain = self._core is None and self._materialized is None and not self._weights
-        entry = (name, store, tuple(self._extractors.get(name, ())), self._arity[name], plain)
-        self._fast[table] = entry
-        return entry
+    def _commit_one(self, name: str, changes: dict[tuple, int]) -> None:
+        """Both phases for one table's validated changes (the single-row path's general case),
+        then the subscribers (as :meth:`apply`)."""
+        change = self._commit(self._prepare_validated([(name, changes)]), want_change=False)
+        if change and self._subscribers:
+            tell(self._subscribers, change)
 
     def apply(self, batch: Mapping[str, Iterable[tuple[Iterable[Any], int]]]) -> None:
         """Apply a batch ``{table: [(row, k), …]}`` atomically (all or nothing). Cost: O(batch)
@@ -482,10 +445,14 @@ class View:
             self._kinds.update(pending)
             store = self._tables.get(name)
             if store is not None:
-                _merge(store, changes.items())
+                if len(changes) >= BULK_MIN and (not store or store.keys().isdisjoint(changes)) \
+                        and min(changes.values()) > 0:
+                    store.update(changes)  # new rows only: one C-level update
+                else:
+                    _merge(store, changes.items())
             # Self-joins: one leaf at a time, fully propagated (ALGORITHMS.md §4).
             for atom, delta in per_atom:
-                self._propagate(atom, delta, change)
+                self._code.propagate(atom, delta, change)
             if core_steps is not None:
                 core_change = self._core._commit(core_steps, want_change=True)
                 if core_change:
@@ -497,8 +464,8 @@ class View:
                             delta[t] = delta.get(t, 0) + k
                     delta = {t: k for t, k in delta.items() if k}
                     if delta:
-                        self._propagate(ex.atom, delta, change)
-        self._trep.version += 1
+                        self._code.propagate(ex.atom, delta, change)
+        self._trep.bump()
         if change is None:
             return None
         bag_change = [(row, k) for row, k in change.items() if k]
@@ -508,16 +475,6 @@ class View:
                 result = _set_change(self._materialized, bag_change)
             _merge(self._materialized, bag_change)
         return result
-
-    def _propagate(self, atom: int, delta: dict[tuple, int], change: dict[tuple, int] | None) -> None:
-        trep = self._trep
-        if change is None:
-            trep.propagate(atom, delta)
-            return
-        record: dict[int, dict] = {}
-        if trep.propagate(atom, delta, record):
-            for row, m in trep.delta_rows(atom, record):
-                change[row] = change.get(row, 0) + m
 
     def _apply_checked(self, batch: Mapping, want_change: bool) -> Change | None:
         change = self._commit(self._prepare(batch), want_change)
