@@ -10,19 +10,19 @@ from __future__ import annotations
 
 import contextlib
 import re
-from dataclasses import dataclass
 
 from ..session import pointreads as fastpath
 from ..session.duckdb.views import is_parameterized
-from ..session.router import Route, route
+from ..session.router import route
 from . import catalog as cat
 from . import commands as cmd
 from . import pgcompat
-from .copyio import CopyFormat, copy_options
+from .copyio import copy_options
 from .duckcommands import Commands
 from .duckreads import ViewReads
 from .ducktxn import Transactions
 from .paramtypes import infer
+from .prepared import Prepared
 from .results import Column, Result, command_tag, description_columns
 from .settings import version_string
 from .sqlstate import ServeError, cancelled, in_failed_block
@@ -32,23 +32,6 @@ _RETURNING = re.compile(r"\bRETURNING\b(.*)$", re.IGNORECASE | re.DOTALL)
 _WRITES = ("insert", "update", "delete", "truncate", "copy_from", "merge")
 _ROWS_TYPES = {"SELECT", "EXPLAIN", "PRAGMA", "CALL", "EXECUTE", "RELATION", "LOGICAL_PLAN"}
 _FETCH = 2048
-
-
-@dataclass
-class Prepared:
-    """A statement read once (Parse, or a simple query's text)."""
-
-    sql: str
-    text: str
-    route: Route
-    nparams: int
-    declared: list[int]
-    command: object | None = None
-    shape: fastpath.Shape | None = None
-    catalog: bool = False
-    copy: CopyFormat | None = None
-    rows: bool = False
-    inferred: list[int] | None = None
 
 
 class DuckClient(Transactions, ViewReads, Commands):

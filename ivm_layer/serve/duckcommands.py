@@ -18,7 +18,7 @@ from .sqlstate import ServeError
 from .viewcmds import explain_view, show_views, subscription
 
 if TYPE_CHECKING:
-    from .duckclient import Prepared
+    from .prepared import Prepared
 
 class Commands:
     """Needs ``backend``, ``conn``, ``settings``, ``status``, ``txn`` and the client's

@@ -22,7 +22,7 @@ from . import pgtypes
 from .results import Column, Result, command_tag, description_columns
 
 if TYPE_CHECKING:
-    from .duckclient import Prepared
+    from .prepared import Prepared
 
 class ViewReads:
     """Needs ``backend``, ``conn``, ``status``, ``txn``, ``_temp``, ``_temp_version`` and the

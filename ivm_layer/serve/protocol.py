@@ -17,15 +17,14 @@ from __future__ import annotations
 
 import logging
 import queue
-from dataclasses import dataclass
 
 from ..session.router import split
 from . import codec, pgtypes
 from . import commands as cmd
 from . import messages as m
 from .outbox import ClientGone, Outbox
-from .results import RawParams, Result, RowEncoder
-from .sending import Sending, row_encoder
+from .results import RawParams, Result
+from .sending import Portal, Sending, row_encoder
 from .sqlstate import ServeError, wire_error
 
 log = logging.getLogger("ivm_layer.serve")
@@ -40,17 +39,6 @@ class Violation:
 
     def __init__(self, error: Exception):
         self.error = error
-
-
-@dataclass
-class Portal:
-    stmt: object
-    params: list
-    formats: m.Bind
-    result: Result | None = None
-    encoder: RowEncoder | None = None
-    done: bool = False
-    sent: int = 0
 
 
 class Protocol(Sending):

@@ -12,15 +12,15 @@ import contextlib
 import logging
 import re
 import select
-from dataclasses import dataclass
 
 from psycopg import pq
 
 from .. import __version__
 from ..session import pointreads as fastpath
-from ..session.router import Route, route
+from ..session.router import route
 from . import commands as cmd
 from . import pgtypes, sqlscan
+from .prepared import ProxyPrepared
 from .proxycopy import ProxyCopy
 from .results import Column, RawParams, Result
 from .settings import IVM_VERSION
@@ -33,19 +33,6 @@ _STATUS = {pq.TransactionStatus.IDLE: "I", pq.TransactionStatus.INTRANS: "T",
            pq.TransactionStatus.INERROR: "E", pq.TransactionStatus.ACTIVE: "T"}
 _CHUNK = 1000
 log = logging.getLogger("ivm_layer.serve")
-
-
-@dataclass
-class ProxyPrepared:
-    sql: str
-    text: str
-    route: Route
-    nparams: int
-    declared: list[int]
-    command: object | None = None
-    shape: fastpath.Shape | None = None
-    inferred: list[int] | None = None
-    copy: str | None = None                 # "in" / "out" for COPY … STDIN / STDOUT
 
 
 def _error(res) -> ServeError:

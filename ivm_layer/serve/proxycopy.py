@@ -15,7 +15,7 @@ from .results import Column, CopyIn, CopyOut, Result
 from .sqlstate import ServeError
 
 if TYPE_CHECKING:
-    from .proxyclient import ProxyPrepared
+    from .prepared import ProxyPrepared
 
 class ProxyCopy:
     """Needs ``pg``, ``status``, ``backend``, ``cancel_reason`` and the client's ``_result``,

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import tempfile
 import time
-from typing import TYPE_CHECKING
+from dataclasses import dataclass
 
 from . import codec
 from . import messages as m
@@ -20,8 +20,18 @@ from .sqlstate import ServeError, cancelled
 log = logging.getLogger("ivm_layer.serve")
 
 
-if TYPE_CHECKING:
-    from .protocol import Portal
+@dataclass
+class Portal:
+    """A bound statement (Bind): its parameters, formats and, once run, its result."""
+
+    stmt: object
+    params: list
+    formats: m.Bind
+    result: Result | None = None
+    encoder: RowEncoder | None = None
+    done: bool = False
+    sent: int = 0
+
 
 class Sending:
     """Needs ``client``, ``out``, ``settings``, ``metrics``, ``schedule``, ``spool_rows``,

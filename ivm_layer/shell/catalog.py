@@ -13,7 +13,8 @@ from __future__ import annotations
 import re
 from typing import TYPE_CHECKING
 
-from .meta import ShellError, plain_name, require
+from ..errors import ShellError
+from .metaargs import plain_name, require
 from .render import render_result
 
 if TYPE_CHECKING:

@@ -26,7 +26,7 @@ import sys
 import tempfile
 from typing import TYPE_CHECKING
 
-from .meta import ShellError
+from ..errors import ShellError
 
 if TYPE_CHECKING:
     from .context import ShellContext

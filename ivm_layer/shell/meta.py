@@ -16,6 +16,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from ..errors import ShellError
+from .metaargs import plain_name, require
 from .redact import mask
 
 if TYPE_CHECKING:
@@ -141,18 +142,6 @@ def on_off(value: str | None, current: bool, what: str) -> bool:
     if v in ("off", "false", "0", "no"):
         return False
     raise ShellError(f"unrecognized value {value!r} for \\{what}: expected on or off")
-
-
-def plain_name(name: str) -> tuple[str, bool]:
-    """``name`` without surrounding double quotes, and whether it was quoted."""
-    if len(name) >= 2 and name[0] == name[-1] == '"':
-        return name[1:-1].replace('""', '"'), True
-    return name, False
-
-
-def require(args: list[str], n_min: int, n_max: int, usage: str) -> None:
-    if not n_min <= len(args) <= n_max:
-        raise ShellError(f"usage: {usage}")
 
 
 # -- general commands -------------------------------------------------------------------

@@ -20,8 +20,9 @@ import threading
 import time
 from typing import TYPE_CHECKING
 
+from ..errors import ShellError
 from .interrupt import call_interruptibly
-from .meta import ShellError, plain_name
+from .metaargs import plain_name
 from .render import render_change
 
 if TYPE_CHECKING:

@@ -1,0 +1,44 @@
+"""The statements a client connection has read once (Parse, or a simple query's text): what the
+embedded DuckDB client (:class:`Prepared`) and the proxy (:class:`ProxyPrepared`) keep of each,
+so that Bind/Execute and the mixins that run them (commands, COPY, view reads) need not read
+it again. Plain data, no behaviour."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from ..session import pointreads as fastpath
+from ..session.router import Route
+from .copyio import CopyFormat
+
+
+@dataclass
+class Prepared:
+    """A statement read once (Parse, or a simple query's text)."""
+
+    sql: str
+    text: str
+    route: Route
+    nparams: int
+    declared: list[int]
+    command: object | None = None
+    shape: fastpath.Shape | None = None
+    catalog: bool = False
+    copy: CopyFormat | None = None
+    rows: bool = False
+    inferred: list[int] | None = None
+
+
+@dataclass
+class ProxyPrepared:
+    """A statement the proxy read once (Parse, or a simple query's text)."""
+
+    sql: str
+    text: str
+    route: Route
+    nparams: int
+    declared: list[int]
+    command: object | None = None
+    shape: fastpath.Shape | None = None
+    inferred: list[int] | None = None
+    copy: str | None = None                 # "in" / "out" for COPY … STDIN / STDOUT
