@@ -13,8 +13,9 @@ from .copyio import CopyFormat
 
 
 @dataclass
-class Prepared:
-    """A statement read once (Parse, or a simple query's text)."""
+class Statement:
+    """What both clients keep of a statement: its text as sent and as run, its route, its
+    parameters (declared and inferred types), the parsed command and the engine's shape."""
 
     sql: str
     text: str
@@ -23,22 +24,20 @@ class Prepared:
     declared: list[int]
     command: object | None = None
     shape: fastpath.Shape | None = None
-    catalog: bool = False
-    copy: CopyFormat | None = None
-    rows: bool = False
     inferred: list[int] | None = None
 
 
 @dataclass
-class ProxyPrepared:
+class Prepared(Statement):
+    """A statement the embedded DuckDB client read once (Parse, or a simple query's text)."""
+
+    catalog: bool = False                   # answered by the catalog emulation
+    copy: CopyFormat | None = None
+    rows: bool = False                      # returns rows
+
+
+@dataclass
+class ProxyPrepared(Statement):
     """A statement the proxy read once (Parse, or a simple query's text)."""
 
-    sql: str
-    text: str
-    route: Route
-    nparams: int
-    declared: list[int]
-    command: object | None = None
-    shape: fastpath.Shape | None = None
-    inferred: list[int] | None = None
     copy: str | None = None                 # "in" / "out" for COPY … STDIN / STDOUT
