@@ -8,4 +8,7 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/python -m pip install --quiet --upgrade pip
 .venv/bin/python -m pip install --quiet -e '.[dev]'
-exec .venv/bin/python -m pytest "$@"
+# Both cores (pytest-xdist, one test file per worker at a time) and without the `slow` marker:
+# `bash scripts/test.sh -m slow` runs the large budgets (fuzzers at 2,000, full-size rounds),
+# `IVM_TEST_WORKERS=0` runs in one process.
+exec .venv/bin/python -m pytest -n "${IVM_TEST_WORKERS:-2}" --dist loadfile -m "not slow" "$@"

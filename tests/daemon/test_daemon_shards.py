@@ -171,6 +171,7 @@ def test_shard_engines_survive_worker_moves_rereads_and_loss(tmp_path, select, s
 
 
 @pytest.mark.spark
+@pytest.mark.slow   # 2 minutes; test_daemon_run.py's kill -9 round covers the one-engine daemon in CI
 def test_two_shards_kill9_restart_is_exact(pg_url, tmp_path):
     """``kill -9`` of a two-shard daemon mid-stream (snapshots every 3 batches), then a
     restart on the same checkpoint: the engines are rebuilt from the shard files, the sinks
