@@ -6,14 +6,18 @@ slots (a warning), source tables dropped, replaced or unpublished behind the ses
 from __future__ import annotations
 
 import datetime as _dt
+import logging
 import time
 import warnings
 
+from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.pgoutput import lsn_str
 from ...io.postgres.slots import ivm_slots
 from .apply import StreamApplier
 from .state import LagWarning, PgContext, PgView, SourceChangedError
+
+log = logging.getLogger("ivm_layer.session")
 
 
 class ViewWatch:
@@ -45,7 +49,12 @@ class ViewWatch:
         and one for the other sessions' and daemons' slots not in use above it (one query)."""
         limit = self.ctx.lag_warning_bytes
         mine, others = [], []
-        for s in ivm_slots(self.ctx.ctl):
+        try:
+            slots = ivm_slots(self.ctx.ctl)
+        except pgconn.driver_error() as e:   # a report never keeps the session from opening
+            log.info("could not list the replication slots: %s", e)
+            return
+        for s in slots:
             if s.retained_bytes <= limit or s.active:
                 continue
             (mine if s.session == self.ctx.session else others).append(s)
