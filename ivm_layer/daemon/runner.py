@@ -269,10 +269,19 @@ def warm_python_workers(spark) -> None:
         pass
 
 
+def error_text(e: BaseException) -> str:
+    """``str(e)``, or the class name where that fails: a Py4J error asks the JVM for its message,
+    and after SIGTERM to the process group the JVM is gone (the question itself raises)."""
+    try:
+        return str(e) or type(e).__name__
+    except Exception:  # noqa: BLE001 - Py4JNetworkError, ConnectionRefusedError, ...
+        return type(e).__name__
+
+
 def worker_start_failure(e: BaseException) -> bool:
     """Spark could not start a Python worker in time (a transient start-up failure on a loaded
     machine: the worker must connect back within a fixed 10 s)."""
-    text = str(e)
+    text = error_text(e)
     return "failed to connect back" in text or "waiting for the Python worker to connect back" in text
 
 
@@ -391,14 +400,14 @@ def run(cfg: DaemonConfig) -> int:
                     raise
                 restarts += 1
                 log.warning("Spark could not start a Python worker (%s); restarting the query (%d/3)",
-                            str(e).splitlines()[0][:200], restarts)
+                            error_text(e).splitlines()[0][:200], restarts)
                 query = writer.start()
                 continue
         if stop_requested:
             log.warning("stopping (signal %d): finishing the running batch", stop_requested[0])
             query.stop()
     except Exception as e:  # noqa: BLE001 - report the query's failure and exit non-zero
-        first = str(e).splitlines()[0] if str(e) else type(e).__name__
+        first = error_text(e).splitlines()[0]
         if stop_requested:
             # SIGTERM/SIGINT to the process group (a supervisor, Ctrl-C) reaches Spark's JVM too
             # and ends the query under us: the running batch is abandoned, not failed — the
@@ -423,8 +432,8 @@ def run(cfg: DaemonConfig) -> int:
     except Exception as e:  # noqa: BLE001 - Spark's JVM is gone (it got the signal too)
         exc = None if stop_requested else e
     if exc is not None:
-        status.set(state="failed", error=str(exc)[:500])
-        print(f"ivm daemon: the streaming query failed: {exc}", file=sys.stderr)
+        status.set(state="failed", error=error_text(exc)[:500])
+        print(f"ivm daemon: the streaming query failed: {error_text(exc)}", file=sys.stderr)
         return 1
     status.set(state="stopped")
     with contextlib.suppress(Exception):  # the JVM may have been stopped by the same signal
