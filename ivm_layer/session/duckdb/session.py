@@ -52,7 +52,7 @@ from ...sql.statements import classify
 from .. import placeholders, pointreads
 from ..core import Cursor, SessionBase, ViewInfo
 from ..results import DuckResult, Result, RowsResult, StreamGuard
-from ..router import Route, route
+from ..router import SESSION_HEADS, Route, first_word, route
 from . import reads
 from .clients import ClientTransaction
 from .ddl import drop_statement, guard_ddl
@@ -298,6 +298,8 @@ class Session(SessionBase):
         return res
 
     def _dispatch(self, text: str, params) -> Result:
+        if not self._views and not self._catalog.captures and first_word(text) not in SESSION_HEADS:
+            return run(self._conn, text, params, lazy=True)   # no view to serve or protect
         r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):

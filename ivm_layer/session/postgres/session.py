@@ -62,7 +62,7 @@ from ...sql.statements import classify
 from ..core import SessionBase, unalterable
 from ..duckdb import reads
 from ..results import Result, RowsResult
-from ..router import route
+from ..router import SESSION_HEADS, first_word, may_write, route
 from .apply import StreamApplier
 from .drop import drop_statement
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
@@ -319,6 +319,13 @@ class PostgresSession(SessionBase):
             if names:
                 self._refresh_served(names)
             return self._user.copy_statement(text, params)
+        if not self._views:
+            first = first_word(text)
+            if first not in SESSION_HEADS:     # no view to serve or protect: PostgreSQL answers
+                cur = self._user.run(text, params)
+                if may_write(first):
+                    self._user.wrote()
+                return cur
         r = route(text, self._catalogs)
         kind = r.kind
         if kind == "create_view":
