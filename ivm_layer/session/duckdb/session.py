@@ -48,6 +48,7 @@ from ...errors import (
     ProgrammingError,
     from_driver,
 )
+from ...sql.identifiers import ascii_lower
 from ...sql.statements import classify
 from .. import placeholders, pointreads
 from ..core import Cursor, SessionBase, ViewInfo
@@ -124,7 +125,7 @@ class Session(SessionBase):
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
         # the database's own name: memory.t, memory.main.t name table t (router.route)
-        self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
+        self._catalogs = frozenset({ascii_lower(conn.execute("SELECT current_database()").fetchone()[0])})
         self._served = ServedViews(conn, self._catalog)
         self._point_shapes: dict[str, list] = {}  # statement -> [pointreads.Shape | None, description]
         self._stream = StreamGuard()              # the result DuckDB is streaming, while held
@@ -382,7 +383,7 @@ class Session(SessionBase):
             return None
         project = None
         if sh.select is not None and sh.count is None:
-            lower = [c.lower() for c in vs.columns]
+            lower = [ascii_lower(c) for c in vs.columns]
             if any(x not in lower for x in sh.select):
                 return None
             project = [lower.index(x) for x in sh.select]

@@ -120,7 +120,7 @@ class PostgresSession(SessionBase):
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
             with pgconn.driver_errors(target):
                 identity = pgconn.database_identity(ctl)
-            self._catalogs = frozenset({identity.database.lower()})  # db.t, db.public.t: table t
+            self._catalogs = frozenset({identity.database})  # db.t, db.public.t: table t
             sd = Path(state_dir) if state_dir is not None else default_state_dir(identity, session)
             self.ctx = PgContext(target, session, identity, ctl, private_dir(sd), ValueDecoder(),
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
@@ -128,7 +128,7 @@ class PostgresSession(SessionBase):
             self.applier = StreamApplier(self.ctx)
             self.watch = ViewWatch(self.ctx, self.applier)
             self.catalog = ViewCatalog(self.ctx, self.applier)
-            self._names = reads.ViewNames()
+            self._names = reads.ViewNames(dialect="postgres")
             self._shapes: dict[str, object] = {}
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
@@ -298,7 +298,7 @@ class PostgresSession(SessionBase):
         """``INSERT … VALUES (…)`` as multi-row inserts, anything else through psycopg's pipelined
         ``executemany`` (:meth:`UserConnection.run_many`); the views see the rows through the
         replication stream, as for any write."""
-        r = route(text)
+        r = route(text, dialect="postgres")
         if r.kind in ("create_view", "drop", "begin", "commit", "rollback") or COPY_STDIO.match(text) or (
                 self._views and self._names.find(text)):
             return super()._execute_many(text, seq)       # the session's own handling, row by row
@@ -326,7 +326,7 @@ class PostgresSession(SessionBase):
                 if may_write(first):
                     self._user.wrote()
                 return cur
-        r = route(text, self._catalogs)
+        r = route(text, self._catalogs, "postgres")
         kind = r.kind
         if kind == "create_view":
             st = classify(text, self.dialect)
