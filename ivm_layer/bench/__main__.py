@@ -223,6 +223,7 @@ def main(argv: list[str] | None = None) -> int:
             at = chosen_systems.index("ivm-pull") + 1 if "ivm-pull" in chosen_systems else 0
             chosen_systems.insert(at, systems.BASE_SYSTEM)
     cfg = {"batch": args.batch, "engine_batch": args.engine_batch or args.batch, "duckdb_threads": args.duckdb_threads or None,
+           "budget_s": budget, "min_rounds": systems.MIN_ROUNDS,
            "baseline": os.path.abspath(args.baseline) if args.baseline else None,
            "enum_cap": args.enum_cap or preset["enum_cap"],
            "fingerprint_cap": preset["fingerprint_cap"],

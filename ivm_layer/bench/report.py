@@ -61,8 +61,17 @@ def _header(doc: dict) -> list[str]:
             f"{m.get('platform')}, Python {m.get('python')}, DuckDB {m.get('duckdb')}. "
             f"Seed {c['seed']}; budget {c['budget_s']:g} s per system and run; DuckDB recomputes "
             f"after every {c['batch']} updates with {c.get('duckdb_threads') or 'default'} thread(s); "
-            f"the engine applies {_engine_batch(c)}; enumeration capped at {c['enum_cap']:,} pairs."
+            f"the engine applies {_engine_batch(c)} (ivm-pull/ivm-base µs/update: the median of "
+            f"{_rounds(doc)} rounds on fresh views, steady state: without each table's first update, "
+            f"where the view generates its update code); enumeration capped at {c['enum_cap']:,} pairs."
             + _load(m)]
+
+
+def _rounds(doc: dict) -> str:
+    ns = sorted({r["rounds"] for r in doc.get("results", []) if r.get("rounds")})
+    if not ns:
+        return "1"
+    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
 
 
 def _engine_batch(c: dict) -> str:
