@@ -201,13 +201,15 @@ def _first_touches(stream: list) -> list[int]:
     return sorted(seen.values())
 
 
-def _maintain(view: Any, stream: list, B: int, probe: Probe | None, firsts: list[int]) -> tuple[int, float, float]:
+def _maintain(view: Any, stream: list, B: int, probe: Probe | None, firsts: list[int]) -> tuple[int, float, float, float]:
     """Apply ``stream`` to ``view`` (batches of ``B``, or one update at a time through
-    ``view.insert``/``view.delete``); returns (updates done, seconds in all, seconds of the first
-    update of each table — B = 1 only, timed one by one)."""
+    ``view.insert``/``view.delete``); returns (updates done, CPU seconds in all, CPU seconds of
+    the first update of each table — B = 1 only, timed one by one —, wall seconds in all)."""
     ins, dele, apply = view.insert, view.delete, view.apply
     first_s = 0.0
-    t0 = _now()
+    _cpu = time.process_time
+    w0 = _now()
+    t0 = _cpu()
     done = 0
     step = B if B > 1 else 512
     fi = 0
@@ -233,12 +235,12 @@ def _maintain(view: Any, stream: list, B: int, probe: Probe | None, firsts: list
                     else:
                         dele(t, row)
                 t, row, k = stream[f]
-                t1 = _now()
+                t1 = _cpu()
                 if k > 0:
                     ins(t, row)
                 else:
                     dele(t, row)
-                first_s += _now() - t1
+                first_s += _cpu() - t1
                 at = f + 1
             for t, row, k in stream[at:end]:
                 if k > 0:
@@ -247,8 +249,8 @@ def _maintain(view: Any, stream: list, B: int, probe: Probe | None, firsts: list
                     dele(t, row)
         done = end
         if probe is not None:
-            probe.tick(done, _now() - t0)
-    return done, _now() - t0, first_s
+            probe.tick(done, _cpu() - t0)
+    return done, _cpu() - t0, first_s, _now() - w0
 
 
 #: ``ivm bench`` has ivm-pull repeat the maintenance (a fresh view each round) for at least
@@ -264,7 +266,9 @@ def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe, mod: Any = 
     median of several rounds (each on a fresh view; a short stream under load measures
     noise otherwise), without the first update of each table (where the view generates its
     update code, once per view, like compile_view, which is not timed either); that first
-    update is reported as ``first_updates_s``, the whole first round as ``us_per_update_all``."""
+    update is reported as ``first_updates_s``, the whole first round as ``us_per_update_all``.
+    Times are the process's CPU time (on a shared machine wall time counts the time other
+    processes held the CPU); the first round's wall time is ``us_per_update_wall``."""
     B = cfg.get("engine_batch") or cfg.get("batch") or 1
     rec: dict = {"status": "ok", "batch": B,
                  "mode": (f"pull: maintain in batches of {B} updates (view.apply, the granularity DuckDB "
@@ -281,7 +285,7 @@ def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe, mod: Any = 
     limit = (cfg.get("budget_s") or 120.0) / 4
     while True:
         gc.collect()
-        done, secs, first_s = _maintain(view, stream, B, probe if not rounds else None, firsts)
+        done, secs, first_s, wall = _maintain(view, stream, B, probe if not rounds else None, firsts)
         spent += secs
         steady = done - len(firsts)
         rounds.append((secs - first_s) / steady * 1e6 if steady > 0 else secs / max(done, 1) * 1e6)
@@ -289,6 +293,7 @@ def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe, mod: Any = 
             _timing(rec, done, secs)
             rec["us_per_update_all"] = rec.get("us_per_update")
             rec["first_updates_s"] = round(first_s, 6)
+            rec["us_per_update_wall"] = round(wall / max(done, 1) * 1e6, 3)
         more = len(rounds) < least or (least > 1 and spent < MIN_TIMED_S and len(rounds) < MAX_ROUNDS)
         if not more or spent + secs > limit:
             break
@@ -303,8 +308,24 @@ def run_ivm_pull(w: Workload, stream: list, cfg: dict, probe: Probe, mod: Any = 
     rec["view_size"] = len(view)
     rec["state"] = engine_state(view)
     probe.maintained(rec)  # peak RSS of the maintenance phase is read here
+    if cfg.get("maintain_only"):  # a pass of a paired before/after (ivm bench --baseline)
+        return rec
     rec["enum"] = measure_enumeration(view.rows, cfg["enum_cap"])
     _bag_checks(rec, view.rows, cfg)
+    return rec
+
+
+def merge_passes(recs: list[dict]) -> dict:
+    """One record of several passes of one system (the last pass's, which enumerated): µs per
+    update the median of every round of every pass."""
+    rec = dict(recs[-1])
+    ok = [r for r in recs if r.get("status") == "ok" and r.get("us_per_update_rounds")]
+    if rec.get("status") != "ok" or not ok:
+        return rec
+    allr = [x for r in ok for x in r["us_per_update_rounds"]]
+    med = sorted(allr)[len(allr) // 2]
+    rec.update(passes=len(recs), rounds=len(allr), us_per_update_rounds=allr, us_per_update=round(med, 3),
+               updates_per_s=round(1e6 / med, 1) if med > 0 else None)
     return rec
 
 
