@@ -11,7 +11,7 @@ from .engine.project import ProjectView
 from .engine.semijoin import SemiJoinView
 from .engine.union import SetOpView
 from .engine.view import View
-from .errors import IVMError
+from .errors import CyclicQueryError, IVMError
 from .planner import plan
 from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation, WindowQuery
 from .sql import translate_select
@@ -167,7 +167,14 @@ def _static_view(gcq, sql: str, static: frozenset[str]) -> View:
 
     sp = plan_static(gcq, static)
     if sp.plan is None:  # not tractable, or inequality joins: the usual plan, load-once tables
-        main = plan(gcq)
+        try:
+            main = plan(gcq)
+        except CyclicQueryError as e:  # say what the static analysis found, not only "cyclic"
+            names = ", ".join(sorted(static & {a.relation for a in gcq.atoms})) or "none"
+            raise CyclicQueryError(
+                f"{e} Static analysis (paper 003) with static tables {{{names}}}: {sp.klass}: {sp.reason}; "
+                "only C_lin and C_poly views (well-behaved) may be cyclic, through static tables alone, "
+                "and this one is not, so it has no generalized join tree", e.atoms) from None
         if main.core is None:
             main.static_atoms = sp.static_atoms
         parts = []
