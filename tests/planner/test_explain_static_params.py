@@ -74,3 +74,18 @@ def test_cli_explain_takes_params(capsys):
                  "--params", "a"]) == 0
     out = capsys.readouterr().out
     assert "parameters: a" in out and "CQAP0" in out
+
+
+def test_explain_of_parameterized_aggregates_and_boolean_lookups():
+    agg = compile_view("SELECT r.b, count(*) AS n FROM r WHERE r.a = $a GROUP BY r.b", {"r": ["a", "b"]})
+    text = agg.explain()
+    assert "parameter class: aggregate per input value" in text and "lookup one O(1) probe" in text
+    assert agg.columns == ["b", "n"] and agg.params == ["a"]
+    hit = compile_view("SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = $a AND r.b = $b",
+                       {"r": ["a", "b"], "s": ["b", "c"]})
+    assert hit.columns == ["hit"] and hit.params == ["a", "b"]
+    in_class, derived = _bounds(hit.explain(), "parameter class: CQAP0")
+    assert in_class == derived == "O(1)"
+    with pytest.raises(CyclicQueryError, match=r"Parameter analysis \(paper 004\).*not CQAP0"):
+        compile_view("SELECT 1 AS hit FROM r JOIN s ON r.b = s.b JOIN t ON s.c = t.c AND t.a = r.a "
+                     "WHERE r.a = $a AND r.b = $b", {"r": ["a", "b"], "s": ["b", "c"], "t": ["c", "a"]})
