@@ -44,8 +44,8 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ...engine.view import View
 from ...errors import (
     InterfaceError,
     IVMError,
@@ -81,6 +81,9 @@ from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
 
 
 def connect_postgres(url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
@@ -413,6 +416,11 @@ class PostgresSession(SessionBase):
         return cur
 
     def _drop(self, text: str, params) -> Result:
+        if not self._views and not self.catalog.skipped:
+            # no incremental view to protect or drop: PostgreSQL answers it (no parse)
+            cur = self._user.run(text, params)
+            self._user.wrote()
+            return cur
         try:
             return drop_statement(classify(text, self.dialect), text, params, self._views, self.catalog,
                                   self._user)
