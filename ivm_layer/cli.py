@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from .errors import ConfigError, IVMError
+from .errors import ConfigError, IVMError, SQLError
 
 # Subcommands implemented in their own modules, each with its own argument parser: `ivm X ...`
 # hands everything after X to module.main(argv).
@@ -54,7 +54,7 @@ def _cmd_explain(args: argparse.Namespace) -> int:
 
         stmt = classify(sql.strip().rstrip(";"), args.dialect)
         if not isinstance(stmt, CreateIncrementalView):
-            raise IVMError("ivm explain takes a SELECT or a CREATE INCREMENTAL VIEW … AS SELECT … statement")
+            raise SQLError("ivm explain takes a SELECT or a CREATE INCREMENTAL VIEW … AS SELECT … statement")
         sql = stmt.select_sql
         static = list(dict.fromkeys([*static, *stmt.static]))
     view = compile_view(sql, _parse_schema(args.schema), dialect=args.dialect, static=static, params=params)
