@@ -12,7 +12,8 @@ an answer map ``{input tuple: {row: multiplicity}}`` kept from its change. So
 
 from __future__ import annotations
 
-from typing import Any, Callable, Iterator
+from collections.abc import Callable, Iterator
+from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError
 

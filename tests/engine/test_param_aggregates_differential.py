@@ -7,8 +7,8 @@ grouped aggregate over a join, HAVING, MIN/MAX, Boolean lookups ``SELECT 1 AS hi
 r.a = $a`` (004's ·|ABCDE), a constant beside an output column.
 """
 
-from collections import Counter
 import random
+from collections import Counter
 
 import duckdb
 import pytest
@@ -18,14 +18,14 @@ from ivm_layer import compile_view
 SCHEMA = {"r": ["a", "b", "c"], "s": ["b", "d"], "t": ["a", "e"]}
 VIEWS = [
     ("global", "SELECT count(*) AS n, sum(r.c) AS total, count(r.c) AS nc FROM r WHERE r.a = $a", ["a"]),
-    ("grouped join", "SELECT r.b, count(*) AS n, min(r.c) AS lo, max(s.d) AS hi "
-                     "FROM r JOIN s ON r.b = s.b WHERE r.a = $a GROUP BY r.b", ["a"]),
+    ("grouped join", ("SELECT r.b, count(*) AS n, min(r.c) AS lo, max(s.d) AS hi "
+                      "FROM r JOIN s ON r.b = s.b WHERE r.a = $a GROUP BY r.b"), ["a"]),
     ("having", "SELECT r.b, sum(r.c) AS total FROM r WHERE r.a = $a GROUP BY r.b HAVING count(*) > 1", ["a"]),
     ("two inputs", "SELECT count(*) AS n FROM r JOIN s ON r.b = s.b WHERE r.a = $a AND s.d = $d", ["a", "d"]),
     ("global having", "SELECT count(*) AS n FROM r WHERE r.a = $a HAVING count(*) > 0", ["a"]),
     ("boolean", "SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = $a AND s.d = $d", ["a", "d"]),
-    ("boolean ABCDE", "SELECT 1 AS hit FROM r JOIN s ON r.b = s.b JOIN t ON t.a = r.a "
-                      "WHERE r.a = $a AND r.b = $b AND r.c = $c AND s.d = $d AND t.e = $e",
+    ("boolean ABCDE", ("SELECT 1 AS hit FROM r JOIN s ON r.b = s.b JOIN t ON t.a = r.a "
+                       "WHERE r.a = $a AND r.b = $b AND r.c = $c AND s.d = $d AND t.e = $e"),
      ["a", "b", "c", "d", "e"]),
     ("constant and output", "SELECT 'x' AS tag, r.c, 1 AS one FROM r WHERE r.a = $a", ["a"]),
 ]
