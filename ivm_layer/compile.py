@@ -16,6 +16,7 @@ from .planner import plan
 from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation, WindowQuery
 from .sql import translate_select
 from .sql.constants import constant_inputs
+from .sql.identifiers import catalog_key, resolve
 from .sql.params import HIDDEN, extract_params, literal_columns
 from .sql.setops import translate_definition
 
@@ -52,8 +53,8 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     rewritten, constants = constant_inputs(sql, dialect)
     if constants:  # SELECT 1, VALUES, generate_series(…): static tables loaded once
         return _with_constants(sql, rewritten, constants, schema, dialect, static, params)
-    static = _static_names(static, schema)
-    params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
+    static = _static_names(static, schema, dialect)
+    params = [str(p) for p in ([params] if isinstance(params, str) else params)]
     rewritten, placeholders, ranges = extract_params(sql, dialect)
     if (placeholders or ranges) and params:
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
@@ -89,6 +90,7 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
     from .engine.lookup import ConstantColumnsView, ParamView
     from .planner.params import describe, plan_params
 
+    params = [resolve(p, gcq.columns) for p in params]    # params=: names of output columns
     names = list(placeholders) if placeholders or ranges else params
     if len(set(names)) != len(names):
         raise IVMError(f"duplicate parameter names in {names}")
@@ -101,12 +103,12 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
     else:
         param_vars = []
         for p in params:
-            hits = [i for i, c in enumerate(gcq.columns) if c.lower() == p]
+            hits = [i for i, c in enumerate(gcq.columns) if c == p]
             if len(hits) != 1:
                 raise IVMError(f"params=: {p!r} must name exactly one output column "
                                f"(columns: {', '.join(gcq.columns)})")
             param_vars.append(gcq.output[hits[0]])
-        keep = [i for i, c in enumerate(gcq.columns) if c.lower() not in params]
+        keep = [i for i, c in enumerate(gcq.columns) if c not in params]
     columns = [gcq.columns[i] for i in keep]
     for v in dict.fromkeys(param_vars + range_vars):  # `col = $p` never matches NULL: neither do rows()
         nn = Predicate(v, "is not null", None, None)
@@ -189,17 +191,17 @@ def _compile_with(sql: str, rewritten: str, full: dict, dialect: str, static: li
     else:
         d = translate_definition(rewritten, full, dialect=dialect)
         if isinstance(d, GCQ) and d.aggregate is None and d.projection is None and len(d.atoms) > 1:
-            inner = _static_view(d, sql, _static_names(names, full))  # 003: constants are static tables
+            inner = _static_view(d, sql, _static_names(names, full, dialect))  # 003: constants are static tables
         else:
             inner = _build(d, sql)
     return inner
 
 
-def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:
+def _static_names(static: Iterable[str], schema: dict, dialect: str = "duckdb") -> frozenset[str]:
     if isinstance(static, str):
         static = [s for s in static.split(",")]
-    names = frozenset(str(s).strip().lower() for s in static if str(s).strip())
-    known = {str(t).lower() for t in schema} if isinstance(schema, dict) else set()
+    known = {catalog_key(str(t), dialect) for t in schema} if isinstance(schema, dict) else set()
+    names = frozenset(resolve(str(s).strip(), known) for s in static if str(s).strip())
     unknown = sorted(names - known)
     if unknown:
         raise IVMError(f"static table {unknown[0]!r} is not in the schema (tables: {', '.join(sorted(known))})")

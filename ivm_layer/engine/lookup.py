@@ -19,6 +19,7 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterator
 
+from ..sql.identifiers import resolve
 from ..errors import ConcurrentModificationError, IVMError
 from ..planner import Plan
 from .predicates import key_fn
@@ -67,7 +68,7 @@ class ParamView(View):
             raise IVMError(f"lookup takes {len(self.params)} input(s) ({', '.join(self.params)}), got {len(args)}")
         values: dict[str, Any] = dict(zip(self.params, args))
         for k, v in kwargs.items():
-            name = str(k).lower()
+            name = resolve(k, self.params)
             if name not in self.params:
                 raise IVMError(f"unknown parameter {k!r}; this view's parameters are {', '.join(self.params)}")
             if name in values:

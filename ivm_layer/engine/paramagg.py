@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import ConcurrentModificationError, IVMError
+from ..sql.identifiers import resolve
 
 
 class ParamAggregateView:
@@ -64,7 +65,7 @@ class ParamAggregateView:
             raise IVMError(f"lookup takes {self._n} input(s) ({', '.join(self.params)}), got {len(args)}")
         values: dict[str, Any] = dict(zip(self.params, args))
         for k, v in kwargs.items():
-            name = str(k).lower()
+            name = resolve(k, self.params)
             if name not in self.params:
                 raise IVMError(f"unknown parameter {k!r}; this view's parameters are {', '.join(self.params)}")
             if name in values:

@@ -18,6 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..errors import SQLError, UnsupportedSQLError
+from .identifiers import ascii_lower, normalize_tree
 
 HIDDEN = "__param_"
 RANGE = "__range_"
@@ -33,11 +34,11 @@ def _placeholder_name(node: exp.Expression, counter: list[int]) -> str | None:
             counter[0] += 1
             return f"p{counter[0]}"
         text = str(this.name if isinstance(this, exp.Expression) else this)
-        return f"p{text}" if text.isdigit() else text.lower()
+        return f"p{text}" if text.isdigit() else ascii_lower(text)
     if isinstance(node, exp.Parameter):
         this = node.this
         text = this.name if isinstance(this, exp.Expression) else str(this)
-        return f"p{text}" if text.isdigit() else text.lower()
+        return f"p{text}" if text.isdigit() else ascii_lower(text)
     return None
 
 
@@ -66,7 +67,7 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str], l
     if "$" not in sql and "?" not in sql and ":" not in sql:
         return sql, [], []
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
+        tree = normalize_tree(sqlglot.parse_one(sql, read=dialect), dialect)
     except SqlglotError:
         return sql, [], []  # the translator reports the parse error
     if not any(isinstance(n, (exp.Placeholder, exp.Parameter)) for n in tree.walk()):

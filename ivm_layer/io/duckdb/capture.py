@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ...sql.identifiers import ascii_lower, sql_fold
 from .preimage import (
     SPECIAL_FORMS,
     call_names,
@@ -66,11 +67,15 @@ def drop_legacy_shadows(conn) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{quote(name)}")
 
 
+#: a catalog row's table_name matches the key ``?`` (DuckDB: case-insensitive in ASCII only)
+_NAME_IS = f"{sql_fold('table_name')} = {sql_fold('?')}"
+
+
 def table_columns(conn, table: str, schema: str = "main") -> dict[str, str] | None:
     """``{column: type}`` of a base table in column order, or None when there is no such table."""
     rows = conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = ? AND lower(table_name) = lower(?) "
+        f"WHERE table_schema = ? AND {_NAME_IS} "
         "AND table_name IN (SELECT table_name FROM information_schema.tables "
         "                   WHERE table_schema = ? AND table_type = 'BASE TABLE') "
         "ORDER BY ordinal_position", [schema, table, schema]).fetchall()
@@ -83,7 +88,7 @@ def generated_columns(conn, table: str, schema: str = "main") -> list[str]:
     """The generated (computed) columns of a base table."""
     return [n for (n,) in conn.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
-        "AND lower(table_name) = lower(?) AND is_generated = 'ALWAYS' ORDER BY ordinal_position",
+        f"AND {_NAME_IS} AND is_generated = 'ALWAYS' ORDER BY ordinal_position",
         [schema, table]).fetchall()]
 
 
@@ -92,7 +97,7 @@ def unique_key(conn, table: str, schema: str = "main") -> list[str] | None:
     constraint), or None when it has none or several (an upsert may then conflict on any)."""
     rows = conn.execute(
         "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = ? "
-        "AND database_name = current_database() AND lower(table_name) = lower(?) "
+        f"AND database_name = current_database() AND {_NAME_IS} "
         "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')", [schema, table]).fetchall()
     return list(rows[0][0]) if len(rows) == 1 else None
 
@@ -100,7 +105,7 @@ def unique_key(conn, table: str, schema: str = "main") -> list[str] | None:
 def table_comment(conn, table: str) -> str | None:
     """The comment of base table ``main.table`` (``None`` when absent or no such table)."""
     row = conn.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = 'main' AND "
-                       "database_name = current_database() AND lower(table_name) = lower(?)",
+                       f"database_name = current_database() AND {_NAME_IS}",
                        [table]).fetchall()
     return row[0][0] if row else None
 
@@ -140,7 +145,7 @@ class TableCapture:
         #: when the table has generated columns, whose new values DuckDB computes
         self.in_place = self.lazy and not generated
         #: the table's one key (see :func:`unique_key`): upserts read the rows they may replace
-        self.key = [k.lower() for k in key] if key and types is not None else None
+        self.key = [ascii_lower(k) for k in key] if key and types is not None else None
         self._stable: frozenset[str] | None = None
         self.width = len(self.columns)
         self.qtable = f"main.{quote(table)}"
@@ -318,7 +323,7 @@ class TableCapture:
             return None
         before = _execute(conn, sql, None if params is None else list(params)[:marks]).fetchall()
         desc, rows, inserted = self.run_returning(conn, text, params, user_returning, 1)
-        at = [c.lower() for c in self.columns]
+        at = [ascii_lower(c) for c in self.columns]
         at = [at.index(k) for k in self.key]
         came_back = {tuple(r[i] for i in at) for r in inserted}
         deleted = [r for r in before if tuple(r[i] for i in at) in came_back]
