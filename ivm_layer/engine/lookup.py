@@ -48,6 +48,7 @@ class ParamView(View):
         # range parameters: (name, op, position of the compared value in a lookup's raw row)
         self._ranges = list(ranges)
         self._n = len(self._eq)
+        self._nout = len(self.columns)  # engine outputs (constant columns of a subclass excluded)
         self._width = self._n + len(self.columns) + len(self._ranges)
         self._copies = copies or {}
         self._split = any(len(c) > 1 for c in self._copies.values())
@@ -112,7 +113,7 @@ class ParamView(View):
     def _in_range(self, raw, checks) -> Iterator[tuple[tuple, int]]:
         """Rows whose range-compared values satisfy the range parameters, consolidated over
         the columns (O(rows for the equality inputs), not O(log n))."""
-        width = len(self.columns)
+        width = self._nout
         out: dict[tuple, int] = {}
         try:
             for row, m in raw:
@@ -262,3 +263,44 @@ class ParamView(View):
         if self._split:
             return sum(m for _, m in self.rows())
         return super().__len__()
+
+
+class ConstantColumnsView(ParamView):
+    """A parameterized view whose SELECT list holds constants besides (or instead of) its
+    outputs: 004's Boolean lookups ``SELECT 1 AS hit … WHERE r.a = $a`` are ``Q(·|A)``, a
+    lookup yields ``((1,), k)`` with k the number of derivations (SQL's bag of rows), or
+    nothing. The constants are put back into each row as it is read: O(1) per row on top of
+    :class:`ParamView` (``constants``: ``(position in the SELECT list, name, value)``)."""
+
+    def __init__(self, *args: Any, constants: list[tuple[int, str, Any]], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._consts = sorted(constants, key=lambda c: c[0])
+        merged = list(self.columns)
+        for pos, name, _ in self._consts:
+            merged.insert(pos, name)
+        self.columns = merged
+
+    def _widen(self, it: Iterator[tuple[tuple, int]], n: int) -> Iterator[tuple[tuple, int]]:
+        consts = self._consts
+        for row, m in it:
+            out = list(row)
+            for pos, _, value in consts:
+                out.insert(n + pos, value)
+            yield tuple(out), m
+
+    def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
+        """:meth:`ParamView.lookup` with the constant columns in place."""
+        return self._widen(super().lookup(*args, **kwargs), 0)
+
+    def rows(self) -> Iterator[tuple[tuple, int]]:
+        return self._widen(super().rows(), len(self.params))
+
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        batch: list[tuple[tuple, int]] = []
+        for item in self.rows():
+            batch.append(item)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch
