@@ -17,7 +17,7 @@ engine's value (O(1) per value); exit: :func:`sql_text` and :func:`arrow_int`.
 
 from __future__ import annotations
 
-from datetime import date, datetime, timezone
+from datetime import UTC, date, datetime
 from typing import Any
 
 
@@ -130,14 +130,14 @@ class _PosTsTz(_TsInf):
     __slots__ = ()
     _sign = 1
     _kind = "TIMESTAMPTZ"
-    _tz = timezone.utc
+    _tz = UTC
 
 
 class _NegTsTz(_TsInf):
     __slots__ = ()
     _sign = -1
     _kind = "TIMESTAMPTZ"
-    _tz = timezone.utc
+    _tz = UTC
 
 
 DATE_INF, DATE_NEG_INF = _PosDate(), _NegDate()
@@ -191,7 +191,7 @@ def sql_text(v: Any) -> str | None:
 
 _EPOCH_DATE = date(1970, 1, 1)
 _EPOCH = datetime(1970, 1, 1)
-_EPOCH_TZ = datetime(1970, 1, 1, tzinfo=timezone.utc)
+_EPOCH_TZ = datetime(1970, 1, 1, tzinfo=UTC)
 #: how DuckDB (and Arrow's date32 / timestamp[us] as DuckDB exports them) stores the infinities
 _DAYS_INF = 2**31 - 1
 _MICROS_INF = 2**63 - 1

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pickle
 import random
-from datetime import date, datetime, timedelta, timezone
+from datetime import UTC, date, datetime, timedelta, timezone
 
 from ivm_layer.engine import temporal as tp
 
@@ -31,5 +31,5 @@ def test_pickling_text_and_arrow_integers():
         assert tp.parse(v._kind, tp.sql_text(v)) is v
     assert tp.arrow_int(tp.DATE_INF, True) == 2**31 - 1 and tp.arrow_int(tp.TS_NEG_INF, False) == -(2**63 - 1)
     assert tp.arrow_int(date(1970, 1, 2), True) == 1
-    assert tp.arrow_int(datetime(1970, 1, 1, 0, 0, 1, tzinfo=timezone.utc), False) == 1_000_000
+    assert tp.arrow_int(datetime(1970, 1, 1, 0, 0, 1, tzinfo=UTC), False) == 1_000_000
     assert tp.parse("DATE", "9999-12-31") == date.max and tp.parse("TIMESTAMP", None) is None
