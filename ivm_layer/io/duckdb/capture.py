@@ -409,8 +409,6 @@ class TableCapture:
     def preimage(self, conn, text: str, params) -> list[tuple] | None:
         """The rows an UPDATE is about to change (with their hash), or None when the statement
         cannot be read (the caller then falls back to a diff)."""
-        if self.temporal:   # its SELECT reads the values as DuckDB's client gives them
-            return None
         built = update_preimage_lexical(text, self.columns) or update_preimage(text, self.columns)
         if built is None:
             return None
@@ -419,6 +417,11 @@ class TableCapture:
             sub = param_subset(params, wanted)
         except (IndexError, KeyError, TypeError):
             return None
+        if self.temporal:   # temporal columns read as text (see :attr:`temporal`), by position
+            names = [f"c{i}" for i in range(self.width)]
+            kinds = dict(self.temporal)
+            sel = ", ".join(f"{n}::VARCHAR" if i in kinds else n for i, n in enumerate(names))
+            sql = f"SELECT {sel}, h FROM ({sql}) AS _ivm_pre({', '.join(names)}, h)"
         return _execute(conn, sql, sub).fetchall()
 
     def diff_against(self, conn, stored: Mapping[tuple, int]) -> tuple[list[tuple], list[tuple]]:
