@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from .errors import IVMError
+from .errors import ConfigError, IVMError
 
 # Subcommands implemented in their own modules, each with its own argument parser: `ivm X ...`
 # hands everything after X to module.main(argv).
@@ -29,15 +29,15 @@ def _parse_schema(text: str) -> dict:
         try:
             return json.loads(text)
         except json.JSONDecodeError as e:
-            raise IVMError(f"--schema is not valid JSON: {e}") from None
+            raise ConfigError(f"--schema is not valid JSON: {e}") from None
     schema: dict[str, list[str]] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         if "(" not in part or not part.endswith(")"):
-            raise IVMError(f"--schema entry {part!r} must look like table(col1, col2)")
+            raise ConfigError(f"--schema entry {part!r} must look like table(col1, col2)")
         name, cols = part[:-1].split("(", 1)
         schema[name.strip()] = [c.strip() for c in cols.split(",") if c.strip()]
     if not schema:
-        raise IVMError("--schema is empty")
+        raise ConfigError("--schema is empty")
     return schema
 
 

@@ -135,10 +135,31 @@ class _Head:
         return parts[-1], m.span(), local
 
 
+#: first words a session handles itself even when it has no incremental view (views created
+#: or dropped, DDL checked against the layer's own schema, transactions begun and ended);
+#: ``""``: a statement that starts with no word
+SESSION_HEADS = frozenset({"", "CREATE", "DROP", "ALTER", "BEGIN", "START", "COMMIT", "END", "ROLLBACK",
+                           "ABORT"})
+
+
 def first_word(text: str) -> str:
     """The statement's first keyword, upper-cased (``""`` when it starts with no word): what
-    a session with no incremental view needs to know of most statements (two regex steps)."""
+    a session with no incremental view needs to know of most statements (two regex steps).
+
+    >>> first_word("  /* note */ insert into t values (1)"), first_word("(SELECT 1)")
+    ('INSERT', '')
+    """
     return _Head(text).word()
+
+
+def may_write(first: str) -> bool:
+    """Can a statement starting with ``first`` (see :func:`first_word`) change data? False
+    only for reads (SELECT, SHOW, …) and settings (SET, …).
+
+    >>> may_write("SELECT"), may_write("SET"), may_write("INSERT"), may_write("WITH")
+    (False, False, True, True)
+    """
+    return first not in _READ_HEADS and first not in _OTHER_HEADS
 
 
 def route(text: str, catalogs: frozenset[str] = frozenset()) -> Route:

@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from ..errors import IVMError, SQLError
+from ..errors import InternalError, IVMError, SQLError
 from ..query import RANKING, ProjectionSpec, WindowFunc, WindowQuery, WindowSpec, tree_vars
 from .aggregates import is_aggregate_query
 from .jointree import read_from, visible
@@ -201,7 +201,7 @@ class _Builder:
                                   for i, e in enumerate(self.items)])
         inner_def = self.translate(inner, self.tables, self.dialect)
         if len(definition_columns(inner_def)) != len(self.items):
-            raise IVMError("internal: the inner query of a window view has an unexpected width")
+            raise InternalError("internal: the inner query of a window view has an unexpected width")
         # levels: one per OVER clause, in order of first use
         order: list[tuple] = []
         for key, _f, _v in self.windows:
@@ -426,7 +426,7 @@ def top_n(select: exp.Select, tables, dialect: str, translate) -> WindowQuery | 
         residual.append(_substitute(tr.expr(c), subst))
         texts.append(user_text(c, 120))
     if any("\0" in v for e in exprs + residual for v in tree_vars(e)):
-        raise IVMError("internal: an outer column of a Top-N query was not resolved")
+        raise InternalError("internal: an outer column of a Top-N query was not resolved")
     spec = ProjectionSpec(exprs, columns, residual, texts, select.args.get("distinct") is not None, dialect)
     return place_caps(WindowQuery(inner.inner, inner.levels, inner.names, spec))
 

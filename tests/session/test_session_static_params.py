@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from ivm_layer import IVMError
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 STATIC_VIEW = "SELECT o.id, o.nk, o.amount, n.name FROM orders o JOIN nation n ON o.nk = n.nk"
 

@@ -12,6 +12,7 @@ from datetime import date
 from ...engine import temporal
 from ...io.duckdb.capture import quote
 from ..results import DuckResult, Result, RowsResult
+from .ranges import integer_bits
 
 
 def run(conn, text: str, params, lazy: bool = False) -> Result:
@@ -54,7 +55,7 @@ def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple
 def is_wide_integer(sql_type: str) -> bool:
     """HUGEINT/UHUGEINT: 128-bit integers that neither Python parameters (taken as BIGINT or
     DOUBLE) nor Arrow (``decimal128(38)``, 38 digits) carry whole; they travel as text."""
-    return sql_type.strip().upper() in ("HUGEINT", "INT128", "UHUGEINT", "UINT128")
+    return integer_bits(sql_type) == 128
 
 
 def _columns(buf: list[tuple], wide: list[bool]) -> list[list]:

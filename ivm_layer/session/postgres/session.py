@@ -44,8 +44,8 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ...engine.view import View
 from ...errors import (
     InterfaceError,
     IVMError,
@@ -62,7 +62,7 @@ from ...sql.statements import classify
 from ..core import SessionBase, unalterable
 from ..duckdb import reads
 from ..results import Result, RowsResult
-from ..router import route
+from ..router import SESSION_HEADS, first_word, may_write, route
 from .apply import StreamApplier
 from .drop import drop_statement
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
@@ -81,6 +81,9 @@ from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
 
 
 def connect_postgres(url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
@@ -316,6 +319,13 @@ class PostgresSession(SessionBase):
             if names:
                 self._refresh_served(names)
             return self._user.copy_statement(text, params)
+        if not self._views:
+            first = first_word(text)
+            if first not in SESSION_HEADS:     # no view to serve or protect: PostgreSQL answers
+                cur = self._user.run(text, params)
+                if may_write(first):
+                    self._user.wrote()
+                return cur
         r = route(text, self._catalogs)
         kind = r.kind
         if kind == "create_view":
@@ -413,6 +423,11 @@ class PostgresSession(SessionBase):
         return cur
 
     def _drop(self, text: str, params) -> Result:
+        if not self._views and not self.catalog.skipped:
+            # no incremental view to protect or drop: PostgreSQL answers it (no parse)
+            cur = self._user.run(text, params)
+            self._user.wrote()
+            return cur
         try:
             return drop_statement(classify(text, self.dialect), text, params, self._views, self.catalog,
                                   self._user)

@@ -11,7 +11,7 @@ import duckdb
 import pytest
 
 from ivm_layer.errors import DataError, IntegrityError
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 VIEWS = {
     "v_join": "SELECT r.a, r.b, s.d FROM r, s WHERE r.b = s.b",
