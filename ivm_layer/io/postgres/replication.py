@@ -76,10 +76,14 @@ def connect(url: str, autocommit: bool = True):
     import psycopg
 
     try:
-        return psycopg.connect(with_session_options(url), autocommit=autocommit)
+        conn = psycopg.connect(with_session_options(url), autocommit=autocommit)
     except psycopg.Error as e:
         cls = ConnectionLost if is_retryable(e) else PostgresError
         raise cls(f"cannot connect to {redact(url)}: {redact_error(e, url)}", getattr(e, "sqlstate", None)) from None
+    from .infinity import register
+
+    register(conn.adapters)   # ±infinity dates and timestamps load and dump
+    return conn
 
 
 def with_session_options(target: str) -> str:

@@ -21,6 +21,7 @@ import threading
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+from ...engine import temporal
 from ...io.duckdb.capture import quote
 from ...sql.identifiers import IDENT, fold
 from ...sql.sqltext import unquote
@@ -62,6 +63,11 @@ def _array(values, typ):
     for DuckDB's UUID, which it exports as strings) are converted to text."""
     import pyarrow as pa
 
+    day = pa.types.is_date32(typ)
+    if (day or (pa.types.is_timestamp(typ) and typ.unit == "us")) and \
+            any(map(temporal.is_infinite, values)):
+        ints = pa.array([temporal.arrow_int(v, day) for v in values], type=pa.int32() if day else pa.int64())
+        return ints.view(typ)
     try:
         return pa.array(values, type=typ)
     except (pa.ArrowTypeError, pa.ArrowInvalid):
