@@ -19,9 +19,9 @@ from __future__ import annotations
 import operator
 from typing import Any, Iterator
 
-from ..sql.identifiers import resolve
 from ..errors import ConcurrentModificationError, IVMError
 from ..planner import Plan
+from .inputs import bind_inputs
 from .predicates import key_fn
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
@@ -64,20 +64,7 @@ class ParamView(View):
 
     # -- lookups -------------------------------------------------------------------------
     def _inputs(self, args: tuple, kwargs: dict) -> tuple:
-        if len(args) > len(self.params):
-            raise IVMError(f"lookup takes {len(self.params)} input(s) ({', '.join(self.params)}), got {len(args)}")
-        values: dict[str, Any] = dict(zip(self.params, args))
-        for k, v in kwargs.items():
-            name = resolve(k, self.params)
-            if name not in self.params:
-                raise IVMError(f"unknown parameter {k!r}; this view's parameters are {', '.join(self.params)}")
-            if name in values:
-                raise IVMError(f"parameter {k!r} given twice")
-            values[name] = v
-        missing = [p for p in self.params if p not in values]
-        if missing:
-            raise IVMError(f"lookup needs {', '.join(missing)} (parameters: {', '.join(self.params)})")
-        return tuple(values[p] for p in self.params)
+        return bind_inputs(self.params, args, kwargs)
 
     def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
         """``(row over columns, multiplicity)`` of the view for these inputs (SQL semantics: a

@@ -15,8 +15,8 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from typing import Any
 
-from ..errors import ConcurrentModificationError, IVMError
-from ..sql.identifiers import resolve
+from ..errors import ConcurrentModificationError
+from .inputs import bind_inputs
 
 
 class ParamAggregateView:
@@ -61,20 +61,7 @@ class ParamAggregateView:
     def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
         """``(row over columns, multiplicity)`` for these inputs; a NULL input matches nothing
         (a global aggregate then gives its row over no input, as SQL does)."""
-        if len(args) > self._n:
-            raise IVMError(f"lookup takes {self._n} input(s) ({', '.join(self.params)}), got {len(args)}")
-        values: dict[str, Any] = dict(zip(self.params, args))
-        for k, v in kwargs.items():
-            name = resolve(k, self.params)
-            if name not in self.params:
-                raise IVMError(f"unknown parameter {k!r}; this view's parameters are {', '.join(self.params)}")
-            if name in values:
-                raise IVMError(f"parameter {k!r} given twice")
-            values[name] = v
-        missing = [p for p in self.params if p not in values]
-        if missing:
-            raise IVMError(f"lookup needs {', '.join(missing)} (parameters: {', '.join(self.params)})")
-        key = tuple(values[p] for p in self.params)
+        key = bind_inputs(self.params, args, kwargs)
         answer = None if any(v is None for v in key) else self._answers.get(key)
         if not answer:
             return iter(list(self._empty))
