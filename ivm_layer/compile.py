@@ -16,7 +16,7 @@ from .planner import plan
 from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation, WindowQuery
 from .sql import translate_select
 from .sql.constants import constant_inputs
-from .sql.identifiers import catalog_key, resolve
+from .identifiers import catalog_key, resolve
 from .sql.params import HIDDEN, extract_params, literal_columns
 from .sql.setops import translate_definition
 

@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import IVMError
-from .sql.identifiers import catalog_key
+from .identifiers import catalog_key
 
 #: Comparison operators supported in predicates, with the operator obtained by swapping sides.
 FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
@@ -166,7 +166,7 @@ class GCQ:
 
 def normalize_schema(schema: dict, dialect: str = "duckdb") -> dict[str, list[str]]:
     """Accept ``{table: [cols]}`` or ``{table: {col: type}}`` and return ``{table: [cols]}``, names
-    as the backend's catalog holds them made keys (:func:`ivm_layer.sql.identifiers.catalog_key`)."""
+    as the backend's catalog holds them made keys (:func:`ivm_layer.identifiers.catalog_key`)."""
     if not isinstance(schema, dict) or not schema:
         raise IVMError("schema must be a non-empty dict {table: [columns]} or {table: {column: type}}")
     out: dict[str, list[str]] = {}

@@ -28,7 +28,7 @@ from sqlglot import exp
 
 from ..compile import compile_view
 from ..errors import IVMError
-from ..sql.identifiers import normalize_tree
+from ..identifiers import normalize_tree
 from .state import ViewDef
 
 

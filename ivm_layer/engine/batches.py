@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from .bulk import COLUMNS_MIN, read_rows
 from .bulk import leaf_delta as bulk_leaf_delta

@@ -15,7 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from .values import canonical_row
 from .view import Change, base_rows_of, subscribe_to

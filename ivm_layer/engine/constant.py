@@ -13,7 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from ..errors import UpdateError
 from .composite import CompositeView
 from .view import Change, Prepared, tell

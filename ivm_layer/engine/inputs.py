@@ -14,7 +14,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..errors import ProgrammingError
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 
 
 def bind_inputs(params: tuple[str, ...] | list[str], args: tuple, kwargs: dict[str, Any]) -> tuple:

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from ..errors import UpdateError
 from ..planner import Plan
 from .view import View
@@ -69,7 +69,7 @@ class StaticView(View):
 
     # -- writing ------------------------------------------------------------------------
     def _key(self, table: Any) -> str:
-        """The key ``table`` names here (see :func:`ivm_layer.sql.identifiers.resolve`)."""
+        """The key ``table`` names here (see :func:`ivm_layer.identifiers.resolve`)."""
         known = set(self.static_tables) | set(self._part_of) | self._derived | set(super().tables)
         return resolve(table, known)
 

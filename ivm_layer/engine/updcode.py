@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from ..errors import UpdateError
 from .bulk import BULK_MIN
 from .bulk import propagate as bulk_propagate

@@ -11,7 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch

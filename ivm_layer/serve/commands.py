@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from ..sql.identifiers import IDENT
+from ..identifiers import IDENT
 from ..sql.sqltext import unquote
 from .sqlstate import ServeError
 
@@ -82,7 +82,7 @@ class Subscribe:
 
 def ident(text: str) -> str:
     """An identifier as PostgreSQL resolves it (quoted: as written; else ASCII lower-cased); the
-    session then finds the view by :func:`ivm_layer.sql.identifiers.resolve`."""
+    session then finds the view by :func:`ivm_layer.identifiers.resolve`."""
     return unquote(text, "postgres")
 
 

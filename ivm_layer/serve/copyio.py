@@ -17,7 +17,7 @@ from dataclasses import dataclass
 
 from ..session.router import Route
 from .results import CopyOut, parse_copy_text
-from ..sql.identifiers import IDENT
+from ..identifiers import IDENT
 from .sqlstate import ServeError
 
 _IDENT = IDENT

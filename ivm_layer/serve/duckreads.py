@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from ..session import pointreads as fastpath
 from ..session.duckdb import reads
 from ..session.duckdb.views import is_parameterized
-from ..sql.identifiers import ascii_lower
+from ..identifiers import ascii_lower
 from ..session.lookups import plan_lookups
 from ..session.router import Route, route
 from . import pgtypes

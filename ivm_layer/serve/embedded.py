@@ -46,7 +46,7 @@ import weakref
 import ivm_layer
 
 from ..session.duckdb.views import is_parameterized
-from ..sql.identifiers import ascii_lower, resolve
+from ..identifiers import ascii_lower, resolve
 from . import catalog as cat
 from .gate import Gate
 from .settings import version_string

@@ -19,7 +19,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ..sql.identifiers import ascii_lower
+from ..identifiers import ascii_lower
 from . import pgtypes, sqlscan
 
 _PARAM = re.compile(r"\$(\d+)")

@@ -10,7 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from ..session.duckdb.views import is_parameterized
-from ..sql.identifiers import resolve
+from ..identifiers import resolve
 from . import commands as cmd
 from . import pgtypes
 from .results import Column, CopyOut, Result, Spool

@@ -21,7 +21,7 @@ from ..errors import (
     ProgrammingError,
     SubscriberWarning,
 )
-from ..sql.identifiers import ascii_lower, resolve
+from ..identifiers import ascii_lower, resolve
 from .cursor import Cursor
 from .results import Result, RowsResult
 from .router import split

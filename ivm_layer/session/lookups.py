@@ -21,7 +21,7 @@ from sqlglot.errors import SqlglotError
 
 from ..errors import NotSupportedError, SQLError
 from ..io.duckdb.capture import quote
-from ..sql.identifiers import normalize_tree
+from ..identifiers import normalize_tree
 
 
 @dataclass

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 from itertools import islice
 
-from ..sql.identifiers import IDENT
+from ..identifiers import IDENT
 from ..sql.sqltext import unquote
 
 _IDENT = IDENT

@@ -36,7 +36,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from ..sql.identifiers import IDENT
+from ..identifiers import IDENT
 from ..sql.sqltext import skip_literal, unquote
 
 _SKIP = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)

@@ -14,7 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..errors import ShellError
-from ..sql.identifiers import ascii_lower, resolve, sql_fold
+from ..identifiers import ascii_lower, resolve, sql_fold
 from .metaargs import plain_name, require
 from .render import render_result
 
@@ -90,7 +90,7 @@ def _listing(runner: ShellContext, title: str, sql: str, empty: str, args: list[
 
 def _view_names(runner: ShellContext) -> set[str]:
     try:
-        return set(runner.session.views)   # keys (ivm_layer.sql.identifiers)
+        return set(runner.session.views)   # keys (ivm_layer.identifiers)
     except runner.db_errors:
         return set()
 

@@ -18,7 +18,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..errors import SQLError, UnsupportedSQLError
-from .identifiers import ascii_lower, normalize_tree
+from ..identifiers import ascii_lower, normalize_tree
 
 HIDDEN = "__param_"
 RANGE = "__range_"

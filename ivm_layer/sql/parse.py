@@ -16,7 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..errors import SQLError, UnsupportedSQLError
-from .identifiers import normalize_tree
+from ..identifiers import normalize_tree
 from .literals import unsupported, user_text
 
 #: Deepest expression nesting accepted (DuckDB itself stops at a few hundred levels).

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import re
 
-from .identifiers import fold
+from ..identifiers import fold
 
 _DOLLAR = re.compile(r"\$([A-Za-z_]\w*)?\$")
 
@@ -38,7 +38,7 @@ def skip_literal(text: str, i: int) -> int | None:
 
 def unquote(ident: str, dialect: str = "duckdb") -> str:
     """The key of an identifier as written in SQL text (a quoted one unquoted), by the rules
-    of ``dialect`` (:func:`ivm_layer.sql.identifiers.fold`)."""
+    of ``dialect`` (:func:`ivm_layer.identifiers.fold`)."""
     if ident.startswith('"'):
         return fold(ident[1:-1].replace('""', '"'), True, dialect)
     return fold(ident, False, dialect)

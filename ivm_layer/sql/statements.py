@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import SQLError, UnsupportedSQLError
-from .identifiers import ascii_lower, fold, normalize_tree
+from ..identifiers import ascii_lower, fold, normalize_tree
 
 if TYPE_CHECKING:  # pragma: no cover - sqlglot loads when a statement is first classified
     from sqlglot import exp

@@ -35,7 +35,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
-from ...sql.identifiers import ascii_lower, sql_fold
+from ...identifiers import ascii_lower, sql_fold
 from .preimage import (
     SPECIAL_FORMS,
     call_names,

@@ -18,7 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from ...sql.identifiers import ascii_lower
+from ...identifiers import ascii_lower
 from ...sql.sqltext import skip_literal, unquote
 
 if TYPE_CHECKING:  # pragma: no cover - sqlglot loads when an UPDATE is first read

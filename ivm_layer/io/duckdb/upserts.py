@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
-from ...sql.identifiers import ascii_lower
+from ...identifiers import ascii_lower
 from ...sql.sqltext import unquote
 from .preimage import count_marks, quote, top_level
 

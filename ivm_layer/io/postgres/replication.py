@@ -36,7 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
-from ...sql.identifiers import ascii_lower
+from ...identifiers import ascii_lower
 from .conninfo import (  # noqa: F401 (re-exported)
     FATAL_SQLSTATES,
     ConnectionLost,
@@ -120,7 +120,7 @@ def current_wal_lsn(conn) -> int:
 def table_columns(conn, table: str) -> list[tuple[str, str, int]] | None:
     """``[(column, sql_type, type_oid)]`` of a table in column order, or None if it does not exist.
     ``table`` is ``name`` (searched in ``public``) or ``schema.name``: the exact name, else its
-    ASCII lower case (how PostgreSQL folds the name unquoted; :func:`ivm_layer.sql.identifiers.resolve`)."""
+    ASCII lower case (how PostgreSQL folds the name unquoted; :func:`ivm_layer.identifiers.resolve`)."""
     schema, name = table.split(".", 1) if "." in table else ("public", table)
     folded = ascii_lower(name)
     rows = conn.execute(

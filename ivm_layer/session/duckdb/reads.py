@@ -23,7 +23,7 @@ from itertools import islice
 
 from ...engine import temporal
 from ...io.duckdb.capture import quote
-from ...sql.identifiers import IDENT, fold
+from ...identifiers import IDENT, fold
 from ...sql.sqltext import unquote
 
 BATCH_ROWS = 2048

@@ -48,7 +48,7 @@ from ...errors import (
     ProgrammingError,
     from_driver,
 )
-from ...sql.identifiers import ascii_lower
+from ...identifiers import ascii_lower
 from ...sql.statements import classify
 from .. import placeholders, pointreads
 from ..core import Cursor, SessionBase, ViewInfo

@@ -21,7 +21,7 @@ from ...errors import CatalogWarning, InternalError, IVMError, SourceGoneError, 
 from ...io.duckdb import capture as duck
 from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
-from ...sql.identifiers import sql_fold
+from ...identifiers import sql_fold
 from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import ranges, reads

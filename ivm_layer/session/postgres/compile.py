@@ -12,7 +12,7 @@ from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
 from ...maintain.viewset import ViewSet
 from ...sql.constants import constant_inputs
-from ...sql.identifiers import normalize_tree
+from ...identifiers import normalize_tree
 from ...sql.statements import CreateIncrementalView, named_columns
 from ..core import dedupe_names
 from .served import ServedTable

@@ -19,7 +19,7 @@ import re
 from collections.abc import Iterable
 
 from ...io.postgres import replication as pgc
-from ...sql.identifiers import IDENT
+from ...identifiers import IDENT
 from ...sql.sqltext import unquote
 
 _IDENT = IDENT
