@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from ..errors import ConcurrentModificationError, IVMError
 from ..planner import Plan
+from .answers import fold_change
 from .inputs import bind_inputs
 from .predicates import key_fn
 
@@ -134,19 +135,7 @@ class ParamView(View):
         return change
 
     def _on_change(self, change: list[tuple[tuple, int]]) -> None:
-        n, answers = self._n, self._answers
-        for row, k in change:
-            key, out = row[:n], row[n:]
-            d = answers.get(key)
-            if d is None:
-                d = answers[key] = {}
-            m = d.get(out, 0) + k
-            if m:
-                d[out] = m
-            else:
-                del d[out]
-                if not d:
-                    del answers[key]
+        fold_change(self._answers, change, self._n)
 
     # -- the seeded enumeration (CQAP0) ----------------------------------------------------
     def _prepare_lookup(self) -> None:

@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 from ..errors import ConcurrentModificationError
+from .answers import fold_change
 from .inputs import bind_inputs
 
 
@@ -95,16 +96,4 @@ class ParamAggregateView:
 
     # -- the answer map ----------------------------------------------------------------------
     def _on_change(self, change) -> None:
-        n, answers = self._n, self._answers
-        for row, k in change:
-            key, out = row[-n:], row[:-n]
-            d = answers.get(key)
-            if d is None:
-                d = answers[key] = {}
-            m = d.get(out, 0) + k
-            if m:
-                d[out] = m
-            else:
-                del d[out]
-                if not d:
-                    del answers[key]
+        fold_change(self._answers, change, self._n, inputs_last=True)
