@@ -106,11 +106,7 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
             gcq.predicates.append(nn)
     pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars)
     the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
-    the_plan.notes = (the_plan.notes or []) + describe(pp, names)
-    if ranges:
-        the_plan.notes.append("range parameters " + ", ".join(f"${n} ({op})" for n, op, _ in ranges)
-                              + ": the equality lookup's rows are filtered and consolidated — "
-                              "O(rows for the equality inputs) per lookup, not O(log n)")
+    the_plan.notes = (the_plan.notes or []) + describe(pp, names, [(n, op) for n, op, _ in ranges])
     everything = names + [n for n, _, _ in ranges]
     if all(n.startswith("p") and n[1:].isdigit() for n in everything):
         everything.sort(key=lambda n: int(n[1:]))
