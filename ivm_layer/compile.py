@@ -123,11 +123,7 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
             "outside CQAP0 the view keeps a materialized answer map maintained over a generalized join "
             "tree of the whole query, and this query has none (004's heavy/light construction for such "
             "views is not built)", e.atoms) from None
-    the_plan.notes = (the_plan.notes or []) + describe(pp, names)
-    if ranges:
-        the_plan.notes.append("range parameters " + ", ".join(f"${n} ({op})" for n, op, _ in ranges)
-                              + ": the equality lookup's rows are filtered and consolidated — "
-                              "O(rows for the equality inputs) per lookup, not O(log n)")
+    the_plan.notes = (the_plan.notes or []) + describe(pp, names, [(n, op) for n, op, _ in ranges])
     everything = names + [n for n, _, _ in ranges]
     if all(n.startswith("p") and n[1:].isdigit() for n in everything):
         everything.sort(key=lambda n: int(n[1:]))

@@ -169,18 +169,33 @@ def plan_params(gcq: GCQ, params: list[str], param_vars: list[str], column_vars:
                      copies=copies, components=comps, plan=plan)
 
 
-def describe(pp: ParamPlan, params: list[str]) -> list[str]:
+def describe(pp: ParamPlan, params: list[str], ranges: list[tuple[str, str]] = ()) -> list[str]:
+    """EXPLAIN's lines for a parameterized view; ``ranges`` are its range parameters
+    ``(name, op)``, which no index serves yet (each lookup filters the equality answer)."""
     comps = "; ".join("{" + ", ".join(c) + "}" for c in pp.components) if pp.components else "-"
-    lines = [f"parameters: {', '.join(params)}", f"fracture components: {comps}"]
+    shown = list(params) + [f"{n} ({op})" for n, op in ranges]
+    lines = [f"parameters: {', '.join(shown) if shown else '-'}", f"fracture components: {comps}"]
+    if ranges:
+        rs = ", ".join(f"${n} ({op})" for n, op in ranges)
+        cost = (f"range parameters {rs}: no ordered index yet — " + (
+            f"each lookup probes the equality inputs ({', '.join(params)}) in O(1), then filters and "
+            "consolidates every row under them: O(rows under the equality key), not O(log n + answer)"
+            if params else
+            "no equality input, so each lookup scans and filters every row of the view: O(n), not O(log n + answer)"))
     if pp.cqap0:
         split = [p for p, c in pp.copies.items() if len(c) > 1]
-        lines.append("parameter class: CQAP0 (" + pp.reason + ") — O(N) preprocessing, " + UPDATE_BOUND + " update (as derived under update cost), "
-                     "lookup: O(1) probe of the input nodes then O(1) delay (O(1) for an empty answer)")
+        lines.append("parameter class: CQAP0 (" + pp.reason + ") — O(N) preprocessing, " + UPDATE_BOUND
+                     + " update (as derived under update cost), "
+                     + ("lookup cost: see the range parameters below" if ranges else
+                        "lookup: O(1) probe of the input nodes then O(1) delay (O(1) for an empty answer)"))
         if split:
             lines.append(f"rows()/len() over all parameter values: {', '.join(split)} split across fracture "
                          "components, so they join the components and filter (not constant delay); use lookup()")
     else:
         lines.append(f"parameter class: not CQAP0: {pp.reason}; a materialized answer map "
-                     "{inputs → rows} is maintained from delta enumeration — lookup O(1) probe and O(1) delay, "
-                     "update cost the size of the answer change, memory proportional to the output")
+                     "{inputs → rows} is maintained from delta enumeration — "
+                     + ("" if ranges else "lookup O(1) probe and O(1) delay, ")
+                     + "update cost the size of the answer change, memory proportional to the output")
+    if ranges:
+        lines.append(cost)
     return lines

@@ -160,6 +160,17 @@ def test_range_parameters_filter_the_equality_lookup():
     assert look(v, acc=7, since=150) == [((2, 60), 1), ((5, 1), 1)]
 
 
+def test_explain_of_range_parameters_names_them_and_does_not_claim_o1():
+    """Issue 28 item 5: the range-only view printed an empty ``parameters:`` line and an O(1)
+    lookup; with no ordered index yet, EXPLAIN names the range inputs and the real cost."""
+    schema = {"trans": ["id", "acc", "ts", "amount"]}
+    eq = compile_view("SELECT t.id FROM trans t WHERE t.acc = $acc AND t.ts > $since", schema).explain()
+    only = compile_view("SELECT t.acc FROM trans t WHERE t.ts BETWEEN $lo AND $hi", schema).explain()
+    assert "parameters: acc, since (>)" in eq and "O(rows under the equality key)" in eq
+    assert "parameters: lo (>=), hi (<=)" in only and "O(n), not O(log n + answer)" in only
+    for text in (eq, only):
+        assert "O(1) delay (O(1) for an empty answer)" not in text
+
 def test_distinct_and_component_without_inputs():
     schema = {"r": ["a", "b"], "s": ["c"]}
     d = compile_view("SELECT DISTINCT r.b FROM r WHERE r.a = $a", schema)
