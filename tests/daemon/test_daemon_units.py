@@ -471,8 +471,10 @@ def test_orphan_slots_of_discarded_checkpoints_are_dropped(pg_url, tmp_path, cap
 
 def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
     """The feed stops reading when its stage is full (a soft bound: one read of what the socket
-    holds), frees what Spark's commit log says is complete, confirms the slot up to there and
-    no further, and delivers every transaction exactly once."""
+    holds), frees what the consumer's commit marker (the daemon's sinks-committed.json,
+    written atomically) says is durable, confirms the slot up to there and no further, and
+    delivers every transaction exactly once."""
+    from ivm_layer.daemon.commitmark import marker_path, write_marker
     from ivm_layer.io.postgres.feed import committed_offset, daemon_feed
 
     with psycopg.connect(pg_url, autocommit=True) as c:
@@ -484,11 +486,9 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
         for i in range(300):  # ~6 MB of changes: more than a socket buffer holds
             c.execute("INSERT INTO r SELECT g, %s, repeat('x', 2000) FROM generate_series(1, 10) g", [i])
         wal = _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
-    spark = tmp_path / "spark"
-    (spark / "commits").mkdir(parents=True)
-    (spark / "offsets").mkdir()
-    assert committed_offset(str(spark)) is None
-    feed = daemon_feed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
+    marker = marker_path(str(tmp_path))
+    assert committed_offset(marker) is None
+    feed = daemon_feed(pg_url, slot, "p2", start, max_staged=200, committed_marker=marker)
     seen: Counter = Counter()
     try:
         assert feed.wait_position(wal, 60, until_full=True)
@@ -503,12 +503,11 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
                 feed.wait_position(done + 1, 1.0)
                 continue
             end = staged[-1][0]
-            for t in feed.take(done, end):  # what Spark's batch reads, then records as complete
+            for t in feed.take(done, end):  # what a batch reads, then the sinks hold
                 seen.update((a, k) for (a, k, _), _ in t.changes["r"])
-            (spark / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"lsn":{end}}}\n')
-            (spark / "commits" / str(batch)).write_text("v1\n{}\n")
-            assert committed_offset(str(spark)) == end
-            assert _wait_confirmed(pg_url, slot, end) >= end  # confirmed from the commit log alone
+            write_marker(str(tmp_path), batch, end)
+            assert committed_offset(marker) == end
+            assert _wait_confirmed(pg_url, slot, end) >= end  # confirmed from the marker alone
             done, batch = end, batch + 1
             if feed.position >= wal and not feed.staged(done):
                 break
