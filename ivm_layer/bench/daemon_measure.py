@@ -57,12 +57,19 @@ def load(url: str) -> None:
 
 
 def backlog(url: str, n: int) -> int:
-    """``n`` inserts into r in 500-row transactions; returns the WAL position after them."""
+    """``n`` inserts into r in 500-row transactions; returns a WAL position inside the last one,
+    before its commit (past every earlier commit; its own commit ends after it — read after the
+    commit, the position could include WAL the daemon's sinks write meanwhile, which no batch
+    ever reaches)."""
     with psycopg.connect(url, autocommit=True) as c:
-        for lo in range(0, n, 500):
+        starts = list(range(0, n, 500))
+        for lo in starts[:-1]:
             c.execute("INSERT INTO r SELECT g, g %% 2000 FROM generate_series(%s, %s) g",
                       [100_000 + lo, 100_000 + min(n, lo + 500) - 1])
-        return _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+        with c.transaction():
+            c.execute("INSERT INTO r SELECT g, g %% 2000 FROM generate_series(%s, %s) g",
+                      [100_000 + starts[-1], 100_000 + n - 1])
+            return _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
 
 
 def server_cpu_seconds(cluster: Cluster) -> float:
@@ -228,7 +235,7 @@ def main() -> None:
                     help="stop after the backlog (skip the idle and kill -9 measurements)")
     ap.add_argument("--shared-buffers", help="PostgreSQL shared_buffers for the run (default: the test "
                     "cluster's 64MB), e.g. 512MB")
-    ap.add_argument("--sink-commit", default="spark",
+    ap.add_argument("--sink-commit", default="pipelined",
                     help="the daemon's sink_commit, or a list to compare: pipelined,spark")
     ap.add_argument("--out")
     args = ap.parse_args()
@@ -247,10 +254,11 @@ def main() -> None:
         shard_counts = [int(x) for x in str(args.shards).split(",")]
         commits = str(args.sink_commit).split(",")
         for n in shard_counts:   # --shards 1,2: each next to the other, on the same cluster
-            for mode in commits:
+            for i, mode in enumerate(commits):   # pipelined,spark,pipelined,spark: alternated
                 args.shards, args.sink_commit = n, mode
                 key = "daemon" + ("" if len(shard_counts) == 1 else f"_shards_{n}") + \
-                    ("" if len(commits) == 1 else f"_{mode}")
+                    ("" if len(commits) == 1 else f"_{mode}") + \
+                    (f"_{commits[:i].count(mode) + 1}" if commits.count(mode) > 1 else "")
                 os.makedirs(os.path.join(tmp, key))
                 res[key] = measure_daemon(cluster, args, os.path.join(tmp, key))
         if not args.no_session:

@@ -59,10 +59,11 @@ def build_parser() -> argparse.ArgumentParser:
     spark.add_argument("--driver-memory", dest="driver_memory", help="spark.driver.memory, e.g. 4g (default 1g)")
     spark.add_argument("--max-result-size", dest="max_result_size",
                        help="spark.driver.maxResultSize, e.g. 2g (default 1g; 0: unlimited)")
-    spark.add_argument("--sink-commit", dest="sink_commit", choices=["spark", "pipelined"],
-                       help="spark (default): a batch is committed to Spark only once its sinks hold it; "
-                            "pipelined: its sinks are written beside the next batch (faster; Spark's commit "
-                            "log then runs one batch ahead of the sinks: ivm_daemon_batches is the truth)")
+    spark.add_argument("--sink-commit", dest="sink_commit", choices=["pipelined", "spark"],
+                       help="pipelined (default): a batch's sinks are written beside the next batch, so "
+                            "Spark's commit log runs up to one batch ahead of the sinks (ivm_daemon_batches, "
+                            "shown by --status, is the truth); spark: a batch is committed to Spark only "
+                            "once its sinks hold it (slower when a change makes many view rows)")
     return p
 
 

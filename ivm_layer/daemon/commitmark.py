@@ -24,7 +24,6 @@ import json
 import os
 import time
 
-
 NAME = "sinks-committed.json"
 
 

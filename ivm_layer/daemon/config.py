@@ -19,7 +19,7 @@ relative to the file's directory::
     driver_host = "10.0.0.5"        # what executors connect to (default 127.0.0.1 on local/spark://)
     driver_memory = "4g"
     max_result_size = "2g"
-    sink_commit = "spark"           # or "pipelined": see docs/daemon.md
+    sink_commit = "pipelined"       # or "spark": see docs/daemon.md
 
     [conf]                          # any Spark setting, passed through (also --conf key=value)
     "spark.sql.shuffle.partitions" = "4"
@@ -45,9 +45,11 @@ FLAG_CONFS = {"driver_memory": "spark.driver.memory", "max_result_size": "spark.
               "driver_host": "spark.driver.host", "driver_bind_address": "spark.driver.bindAddress",
               "ui_port": "spark.ui.port"}
 _SIZE = re.compile(r"^\d+[kmgtp]?b?$", re.IGNORECASE)
-#: ``sink_commit``: ``spark`` — a batch returns to Spark (which then commits it) only once its
-#: sinks hold it; ``pipelined`` — its sinks are written beside the next batch
-SINK_COMMITS = ("spark", "pipelined")
+#: ``sink_commit``: ``pipelined`` (default) — a batch's sinks are written beside the next batch,
+#: so Spark's commit log runs up to one batch ahead of the sinks; ``spark`` — a batch returns to
+#: Spark (which then commits it) only once its sinks hold it (measured: 17–32 % more time per
+#: batch on a view with ≈ 10 view rows per change, none measurable at one row per change)
+SINK_COMMITS = ("pipelined", "spark")
 
 _DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(ms|s|sec|seconds?|m|min|minutes?)?\s*$", re.IGNORECASE)
 
@@ -105,7 +107,7 @@ class DaemonConfig:
     #: any Spark settings, passed through (``--conf key=value``, the TOML ``[conf]`` table)
     conf: dict[str, str] = field(default_factory=dict)
     #: when a batch counts as committed (:data:`SINK_COMMITS`)
-    sink_commit: str = "spark"
+    sink_commit: str = "pipelined"
 
     def validate(self) -> DaemonConfig:
         """Fill derived defaults and check the settings; returns self."""

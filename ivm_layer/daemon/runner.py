@@ -5,12 +5,12 @@ function). Per batch it (1) skips a batch id at or below the last applied one, (
 batch's rows into one consolidated delta per table (TRUNCATE empties the table as of its
 place in the stream), (3) applies it to every view, (4) appends the delta to the
 checkpoint's log — from then on the batch counts as applied — and (5) writes the view changes
-to the sinks (idempotent per batch id). With ``sink_commit = "spark"`` (the default) the
-function returns only once the sinks hold the batch, so what Spark then records in its commit
-log is in the sinks; with ``"pipelined"`` they are written on a background thread while the
-next batch is read and applied (:mod:`.sinkwriter`), and Spark's commit log runs up to one
-batch ahead of the sinks (``ivm_daemon_batches`` and ``sinks_committed`` in ``--status`` are
-the truth). Once the sinks hold a batch, the commit marker (:mod:`.commitmark`) and the status
+to the sinks (idempotent per batch id). With ``sink_commit = "pipelined"`` (the default) they
+are written on a background thread while the next batch is read and applied
+(:mod:`.sinkwriter`), and Spark's commit log runs up to one batch ahead of the sinks
+(``ivm_daemon_batches`` and ``sinks_committed_batch`` in ``--status`` are the truth); with
+``"spark"`` the function returns only once the sinks hold the batch, so what Spark then
+records in its commit log is in the sinks. Once the sinks hold a batch, the commit marker (:mod:`.commitmark`) and the status
 file are rewritten and the batch logged. A crash before (4) replays the batch: the engine is
 rebuilt from the checkpoint. A crash after it: at start-up the logged batches a sink does not
 hold yet are applied one at a time and written to the sinks again. With ``--shards N`` the
@@ -31,7 +31,14 @@ from .commitmark import marker_path
 from .config import DaemonConfig
 from .sinks import Sink, open_sink, view_layout
 from .sinkwriter import SinkWriter
-from .state import EngineState, ViewDef, batch_changes, last_batch_in, open_checkpoint, parse_views
+from .state import (
+    EngineState,
+    ViewDef,
+    batch_changes,
+    last_batch_in,
+    open_checkpoint,
+    parse_views,
+)
 from .status import StatusFile
 
 log = logging.getLogger("ivm.daemon")

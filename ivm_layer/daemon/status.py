@@ -137,7 +137,7 @@ def format_status(st: dict) -> str:
     if st.get("sinks_committed_batch") is not None or st.get("spark_committed_batch") is not None:
         lines.append(f"committed: sinks hold batch {st.get('sinks_committed_batch')} (ivm_daemon_batches), "
                      f"Spark's commit log batch {st.get('spark_committed_batch')} "
-                     f"(sink_commit {st.get('sink_commit', 'spark')})")
+                     f"(sink_commit {st.get('sink_commit', 'pipelined')})")
     if st.get("error"):
         lines.append(f"error: {st['error']}")
     return "\n".join(lines)

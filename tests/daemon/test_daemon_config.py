@@ -54,8 +54,8 @@ def test_ui_driver_memory_result_size_and_masters(tmp_path):
     assert _cfg(tmp_path, "--ui-port", "4999").spark_conf()["spark.ui.port"] == "4999"
     for master in ("yarn", "k8s://https://k8s.example:6443", "spark://h:7077", "local[2]"):
         assert _cfg(tmp_path, "--master", master).master == master
-    assert _cfg(tmp_path).sink_commit == "spark"
-    assert _cfg(tmp_path, "--sink-commit", "pipelined").sink_commit == "pipelined"
+    assert _cfg(tmp_path).sink_commit == "pipelined"
+    assert _cfg(tmp_path, "--sink-commit", "spark").sink_commit == "spark"
 
 
 def test_driver_address_defaults(tmp_path, monkeypatch):

@@ -1,8 +1,8 @@
 """The daemon on Spark's own tooling (issue 26, item 5), end to end on a real Spark (local[2]):
 the Spark UI answers, a StreamingQueryListener's progress reaches ``ivm daemon --status --json``,
 ``--conf`` settings reach the session (read back from the session and from the UI's REST API),
-``--metrics-port`` serves Prometheus text; with the default ``sink_commit = spark`` the sinks
-hold every batch Spark has committed (item 6); and the views equal PostgreSQL's SELECT."""
+``--metrics-port`` serves Prometheus text; with ``--sink-commit spark`` the sinks hold every
+batch Spark has committed (item 6); and the views equal PostgreSQL's SELECT."""
 
 from __future__ import annotations
 
@@ -16,7 +16,15 @@ import urllib.request
 import psycopg
 import pytest
 
-from ivm_layer.bench.daemon_workload import ROOT, VIEWS, Daemon, Writers, create_tables, expected, materialized
+from ivm_layer.bench.daemon_workload import (
+    ROOT,
+    VIEWS,
+    Daemon,
+    Writers,
+    create_tables,
+    expected,
+    materialized,
+)
 
 
 def _get(url: str) -> tuple[int, str]:
@@ -26,7 +34,7 @@ def _get(url: str) -> tuple[int, str]:
 
 def _metric(text: str, name: str) -> float:
     for line in text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
+        if line.startswith((name + " ", name + "{")):
             return float(line.rsplit(" ", 1)[1])
     raise AssertionError(f"{name} not in the metrics:\n{text[:3000]}")
 
@@ -40,7 +48,7 @@ def test_ui_listener_conf_metrics_and_sink_commit(pg_url, tmp_path):
     args = ["--source", pg_url, "--views", str(views), "--set-replica-identity", "--master", "local[2]",
             "--trigger", "1s", "--max-changes-per-batch", "60",
             "--conf", "spark.sql.shuffle.partitions=3", "--conf", "spark.ivm.test.marker=tooling",
-            "--metrics-port", "0", "--driver-memory", "900m"]
+            "--metrics-port", "0", "--driver-memory", "900m", "--sink-commit", "spark"]
     d = Daemon(args, ckpt, log).start()
     writers = None
     try:
@@ -58,7 +66,7 @@ def test_ui_listener_conf_metrics_and_sink_commit(pg_url, tmp_path):
                 samples.append((spark_batch, sinks_batch))
             time.sleep(0.3)
         assert len({s[0] for s in samples}) >= 4, (samples, d.tail())
-        # sink_commit = spark: whatever Spark committed, the sinks held first
+        # --sink-commit spark: whatever Spark committed, the sinks held first
         assert all(sinks >= spark for spark, sinks in samples), samples
         marker = writers.stop()
         st = d.wait_lsn(marker)

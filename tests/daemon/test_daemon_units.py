@@ -581,3 +581,27 @@ def test_spark_class_data_archive_adopted_and_leftovers_removed(tmp_path, monkey
     with open(final) as f:
         assert int(f.read()) in dead
     assert sorted(os.listdir(d)) == sorted([os.path.basename(final), f"{os.path.basename(final)}.{os.getpid()}.tmp"])
+
+
+def test_commit_marker_is_what_the_feed_confirms_and_covers_a_replayed_snapshot(tmp_path):
+    """The daemon's sinks-committed.json (not Spark's commits/ directory) tells the feed what it
+    may confirm and the source whether a replayed snapshot batch was applied; an unreadable
+    marker counts as none (the slot is then confirmed less far: safe)."""
+    from ivm_layer.daemon.commitmark import marker_path, read_marker, write_marker
+    from ivm_layer.daemon.source import CdcStreamReader
+    from ivm_layer.io.postgres.feed import committed_offset
+
+    path = marker_path(str(tmp_path))
+    reader = CdcStreamReader({"url": "postgresql://u@h/db", "slot": "s", "publication": "p", "tables": "r",
+                              "commitMarker": path})
+    assert read_marker(path) is None and committed_offset(path) is None
+    assert not reader._snapshot_applied()
+    write_marker(str(tmp_path), 0, 0x16B3F28)
+    assert reader._snapshot_applied()
+    assert committed_offset(path) == 0x16B3F28 and read_marker(path)["batch_id"] == 0
+    write_marker(str(tmp_path), 7, 0x16B4000)
+    assert committed_offset(path) == 0x16B4000 and read_marker(path)["batch_id"] == 7
+    assert not [n for n in os.listdir(tmp_path) if n != os.path.basename(path)]   # no temporary left
+    with open(path, "w") as f:
+        f.write('{"batch_id": 8, "lsn": ')                       # torn (not by the daemon: it renames)
+    assert read_marker(path) is None and committed_offset(path) is None
