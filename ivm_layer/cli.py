@@ -9,7 +9,7 @@ import json
 import os
 import sys
 
-from .errors import IVMError
+from .errors import ConfigError, IVMError, SQLError
 
 # Subcommands implemented in their own modules, each with its own argument parser: `ivm X ...`
 # hands everything after X to module.main(argv).
@@ -29,15 +29,15 @@ def _parse_schema(text: str) -> dict:
         try:
             return json.loads(text)
         except json.JSONDecodeError as e:
-            raise IVMError(f"--schema is not valid JSON: {e}") from None
+            raise ConfigError(f"--schema is not valid JSON: {e}") from None
     schema: dict[str, list[str]] = {}
     for part in filter(None, (p.strip() for p in text.split(";"))):
         if "(" not in part or not part.endswith(")"):
-            raise IVMError(f"--schema entry {part!r} must look like table(col1, col2)")
+            raise ConfigError(f"--schema entry {part!r} must look like table(col1, col2)")
         name, cols = part[:-1].split("(", 1)
         schema[name.strip()] = [c.strip() for c in cols.split(",") if c.strip()]
     if not schema:
-        raise IVMError("--schema is empty")
+        raise ConfigError("--schema is empty")
     return schema
 
 
@@ -47,7 +47,17 @@ def _cmd_explain(args: argparse.Namespace) -> int:
     sql = args.sql
     if sql == "-":
         sql = sys.stdin.read()
-    view = compile_view(sql, _parse_schema(args.schema), dialect=args.dialect)
+    static = [t.strip() for t in (args.static or "").split(",") if t.strip()]
+    params = [p.strip() for p in (args.params or "").split(",") if p.strip()]
+    if sql.lstrip()[:6].upper() == "CREATE":  # CREATE INCREMENTAL VIEW … WITH (static = …) AS SELECT …
+        from .sql.statements import CreateIncrementalView, classify
+
+        stmt = classify(sql.strip().rstrip(";"), args.dialect)
+        if not isinstance(stmt, CreateIncrementalView):
+            raise SQLError("ivm explain takes a SELECT or a CREATE INCREMENTAL VIEW … AS SELECT … statement")
+        sql = stmt.select_sql
+        static = list(dict.fromkeys([*static, *stmt.static]))
+    view = compile_view(sql, _parse_schema(args.schema), dialect=args.dialect, static=static, params=params)
     print(view.explain())
     return 0
 
@@ -69,10 +79,15 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="ivm", description="Incremental views over DuckDB and PostgreSQL change streams.")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     ex = sub.add_parser("explain", help="print the plan and the class of a view")
-    ex.add_argument("sql", help="the SELECT defining the view ('-' reads it from stdin)")
+    ex.add_argument("sql", help="the SELECT defining the view, or a CREATE INCREMENTAL VIEW … AS SELECT … "
+                    "statement ('-' reads it from stdin)")
     ex.add_argument("--schema", required=True,
                     help='tables and columns: JSON {"r": ["a","b"]} or "r(a,b); s(b,c)"')
     ex.add_argument("--dialect", default="duckdb", help="SQL dialect of the query (default: duckdb)")
+    ex.add_argument("--static", default="",
+                    help="comma-separated tables loaded once (paper 003), like WITH (static = '…')")
+    ex.add_argument("--params", default="",
+                    help="comma-separated output columns that become lookup inputs (paper 004)")
     ex.set_defaults(func=_cmd_explain)
     de = sub.add_parser("demo", help="the fraud-detection example end to end on embedded DuckDB")
     de.add_argument("--history", type=int, default=100_000,

@@ -11,12 +11,13 @@ from .engine.project import ProjectView
 from .engine.semijoin import SemiJoinView
 from .engine.union import SetOpView
 from .engine.view import View
-from .errors import IVMError
+from .errors import CyclicQueryError, IVMError
 from .planner import plan
 from .query import GCQ, Derived, JoinQuery, JoinTree, Predicate, SemiJoin, SetOperation, WindowQuery
 from .sql import translate_select
 from .sql.constants import constant_inputs
-from .sql.params import HIDDEN, extract_params
+from .identifiers import catalog_key, resolve
+from .sql.params import HIDDEN, extract_params, literal_columns
 from .sql.setops import translate_definition
 
 
@@ -52,8 +53,8 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     rewritten, constants = constant_inputs(sql, dialect)
     if constants:  # SELECT 1, VALUES, generate_series(…): static tables loaded once
         return _with_constants(sql, rewritten, constants, schema, dialect, static, params)
-    static = _static_names(static, schema)
-    params = [str(p).lower() for p in ([params] if isinstance(params, str) else params)]
+    static = _static_names(static, schema, dialect)
+    params = [str(p) for p in ([params] if isinstance(params, str) else params)]
     rewritten, placeholders, ranges = extract_params(sql, dialect)
     if (placeholders or ranges) and params:
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
@@ -63,7 +64,15 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
         raise IVMError("static tables and parameters are supported for select–project–join views only (not "
                        "yet with outer joins, set operations, subquery conditions, FROM subqueries, window "
                        "functions or ORDER BY … LIMIT)")
+    consts: list = []
+    if placeholders or ranges or params:  # SELECT 1 AS hit … WHERE r.a = $a: a Boolean lookup
+        rewritten, consts = literal_columns(rewritten, dialect)
     gcq = translate_select(rewritten, schema, dialect=dialect)
+    if gcq.aggregate is not None and placeholders and not static and gcq.projection is None:
+        return _param_aggregate(gcq, sql, rewritten, placeholders, schema, dialect)
+    if gcq.aggregate is not None and params:
+        raise IVMError("params= with GROUP BY / aggregates is not supported; write the inputs as "
+                       "placeholders (WHERE col = $name), which makes one group per input value")
     if gcq.aggregate is not None:
         raise IVMError("static tables and parameters are not supported with GROUP BY / aggregates yet")
     if gcq.projection is not None:
@@ -72,15 +81,16 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     if params or placeholders or ranges:
         if static:
             raise IVMError("static tables and parameters in one view are not supported yet")
-        return _param_view(gcq, sql, params, placeholders, ranges)
+        return _param_view(gcq, sql, params, placeholders, ranges, consts)
     return _static_view(gcq, sql, static)
 
 
 def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
-                ranges: list[tuple[str, str, str]]) -> View:
-    from .engine.lookup import ParamView
+                ranges: list[tuple[str, str, str]], consts: list | None = None) -> View:
+    from .engine.lookup import ConstantColumnsView, ParamView
     from .planner.params import describe, plan_params
 
+    params = [resolve(p, gcq.columns) for p in params]    # params=: names of output columns
     names = list(placeholders) if placeholders or ranges else params
     if len(set(names)) != len(names):
         raise IVMError(f"duplicate parameter names in {names}")
@@ -93,19 +103,26 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
     else:
         param_vars = []
         for p in params:
-            hits = [i for i, c in enumerate(gcq.columns) if c.lower() == p]
+            hits = [i for i, c in enumerate(gcq.columns) if c == p]
             if len(hits) != 1:
                 raise IVMError(f"params=: {p!r} must name exactly one output column "
                                f"(columns: {', '.join(gcq.columns)})")
             param_vars.append(gcq.output[hits[0]])
-        keep = [i for i, c in enumerate(gcq.columns) if c.lower() not in params]
+        keep = [i for i, c in enumerate(gcq.columns) if c not in params]
     columns = [gcq.columns[i] for i in keep]
     for v in dict.fromkeys(param_vars + range_vars):  # `col = $p` never matches NULL: neither do rows()
         nn = Predicate(v, "is not null", None, None)
         if nn not in gcq.predicates:
             gcq.predicates.append(nn)
     pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars)
-    the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
+    try:
+        the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
+    except CyclicQueryError as e:  # say which class the parameters gave, not only "cyclic"
+        raise CyclicQueryError(
+            f"{e} Parameter analysis (paper 004) with inputs {', '.join(names)}: not CQAP0 ({pp.reason}); "
+            "outside CQAP0 the view keeps a materialized answer map maintained over a generalized join "
+            "tree of the whole query, and this query has none (004's heavy/light construction for such "
+            "views is not built)", e.atoms) from None
     the_plan.notes = (the_plan.notes or []) + describe(pp, names)
     if ranges:
         the_plan.notes.append("range parameters " + ", ".join(f"${n} ({op})" for n, op, _ in ranges)
@@ -115,8 +132,38 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
     if all(n.startswith("p") and n[1:].isdigit() for n in everything):
         everything.sort(key=lambda n: int(n[1:]))
     rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
+    if consts:
+        return ConstantColumnsView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
+                                   eq_params=names, ranges=rng, constants=consts)
     return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
                      eq_params=names, ranges=rng)
+
+
+def _param_aggregate(gcq, sql: str, rewritten: str, placeholders: list[str], schema: dict, dialect: str):
+    """``… WHERE col = $p GROUP BY …``: the aggregate grouped by the inputs too, read per
+    input value (``engine/paramagg.py``)."""
+    import sqlglot
+    from sqlglot import exp
+
+    from .engine.paramagg import ParamAggregateView
+
+    if len(set(placeholders)) != len(placeholders):
+        raise IVMError(f"duplicate parameter names in {placeholders}")
+    original = sqlglot.parse_one(sql, read=dialect)
+    if original.args.get("group") is None:  # a global aggregate: SQL gives its row for any input
+        empty_sql = sqlglot.parse_one(rewritten, read=dialect)  # the query over no input: SQL's row
+        empty_sql.set("expressions", [e for e in empty_sql.expressions
+                                      if not (isinstance(e, exp.Alias) and e.alias.startswith(HIDDEN))])
+        empty_sql.set("group", None)
+        empty = list(_build(translate_definition(empty_sql.sql(dialect=dialect), schema, dialect=dialect),
+                            "").rows())
+    else:
+        empty = []
+    inner = AggregateView(gcq, sql, plan)
+    order = [c for c in inner.columns if c.startswith(HIDDEN)]
+    if [c[len(HIDDEN):] for c in order] != list(placeholders) or inner.columns[-len(order):] != order:
+        raise IVMError("internal: the parameter columns of an aggregate view are not last")  # translator bug
+    return ParamAggregateView(inner, list(placeholders), empty, sql)
 
 
 def _with_constants(sql: str, rewritten: str, constants: list, schema: dict, dialect: str,
@@ -144,17 +191,17 @@ def _compile_with(sql: str, rewritten: str, full: dict, dialect: str, static: li
     else:
         d = translate_definition(rewritten, full, dialect=dialect)
         if isinstance(d, GCQ) and d.aggregate is None and d.projection is None and len(d.atoms) > 1:
-            inner = _static_view(d, sql, _static_names(names, full))  # 003: constants are static tables
+            inner = _static_view(d, sql, _static_names(names, full, dialect))  # 003: constants are static tables
         else:
             inner = _build(d, sql)
     return inner
 
 
-def _static_names(static: Iterable[str], schema: dict) -> frozenset[str]:
+def _static_names(static: Iterable[str], schema: dict, dialect: str = "duckdb") -> frozenset[str]:
     if isinstance(static, str):
         static = [s for s in static.split(",")]
-    names = frozenset(str(s).strip().lower() for s in static if str(s).strip())
-    known = {str(t).lower() for t in schema} if isinstance(schema, dict) else set()
+    known = {catalog_key(str(t), dialect) for t in schema} if isinstance(schema, dict) else set()
+    names = frozenset(resolve(str(s).strip(), known) for s in static if str(s).strip())
     unknown = sorted(names - known)
     if unknown:
         raise IVMError(f"static table {unknown[0]!r} is not in the schema (tables: {', '.join(sorted(known))})")
@@ -167,7 +214,14 @@ def _static_view(gcq, sql: str, static: frozenset[str]) -> View:
 
     sp = plan_static(gcq, static)
     if sp.plan is None:  # not tractable, or inequality joins: the usual plan, load-once tables
-        main = plan(gcq)
+        try:
+            main = plan(gcq)
+        except CyclicQueryError as e:  # say what the static analysis found, not only "cyclic"
+            names = ", ".join(sorted(static & {a.relation for a in gcq.atoms})) or "none"
+            raise CyclicQueryError(
+                f"{e} Static analysis (paper 003) with static tables {{{names}}}: {sp.klass}: {sp.reason}; "
+                "only C_lin and C_poly views (well-behaved) may be cyclic, through static tables alone, "
+                "and this one is not, so it has no generalized join tree", e.atoms) from None
         if main.core is None:
             main.static_atoms = sp.static_atoms
         parts = []

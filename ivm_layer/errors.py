@@ -252,7 +252,7 @@ class ReplicaIdentityError(PgOutputError):
 
 # -- the daemon and the shell ---------------------------------------------------------------------
 class ConfigError(ProgrammingError):
-    """The daemon's settings are missing, contradictory or malformed."""
+    """Settings (the daemon's, or a command's options) are missing, contradictory or malformed."""
 
     sqlstate = "F0000"
 

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import re
 
-from .errors import IVMError
+from .errors import SQLError
 from .query import GCQ, Atom, Predicate
 
 _PROJECTION = re.compile(r"\s*(?:π|pi)\s*\[([^\]]*)\]\s*\((.*)\)\s*", re.S)
@@ -51,7 +51,7 @@ def parse_gcq(text: str) -> GCQ:
     for part in parts:
         am = _ATOM.fullmatch(part)
         if am is None:
-            raise IVMError(f"cannot read the atom {part.strip()!r} in {text!r}: write name(var, var, …)")
+            raise SQLError(f"cannot read the atom {part.strip()!r} in {text!r}: write name(var, var, …)")
         vs = tuple(None if v.strip() == "_" else v.strip() for v in am.group(2).split(","))
         raw.append((am.group(1), vs))
     counts: dict[str, int] = {}
@@ -67,7 +67,7 @@ def parse_gcq(text: str) -> GCQ:
         for ptext in re.split(r"∧|\bAND\b", preds_text):
             pm = _PREDICATE.fullmatch(ptext)
             if pm is None:
-                raise IVMError(f"cannot read the predicate {ptext.strip()!r} in {text!r}: "
+                raise SQLError(f"cannot read the predicate {ptext.strip()!r} in {text!r}: "
                                "write var op var [± number] or var op number")
             left, op, right, sign, off, const = pm.groups()
             if right is not None:

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from .errors import IVMError
+from .identifiers import catalog_key
 
 #: Comparison operators supported in predicates, with the operator obtained by swapping sides.
 FLIP = {"<": ">", "<=": ">=", ">": "<", ">=": "<=", "=": "=", "<>": "<>"}
@@ -163,8 +164,9 @@ class GCQ:
         return f"π[{outs}]({body}{' | ' + preds if preds else ''})"
 
 
-def normalize_schema(schema: dict) -> dict[str, list[str]]:
-    """Accept ``{table: [cols]}`` or ``{table: {col: type}}`` and return ``{table: [cols]}`` (lower-case)."""
+def normalize_schema(schema: dict, dialect: str = "duckdb") -> dict[str, list[str]]:
+    """Accept ``{table: [cols]}`` or ``{table: {col: type}}`` and return ``{table: [cols]}``, names
+    as the backend's catalog holds them made keys (:func:`ivm_layer.identifiers.catalog_key`)."""
     if not isinstance(schema, dict) or not schema:
         raise IVMError("schema must be a non-empty dict {table: [columns]} or {table: {column: type}}")
     out: dict[str, list[str]] = {}
@@ -177,21 +179,21 @@ def normalize_schema(schema: dict) -> dict[str, list[str]]:
             raise IVMError(f"schema of table {table!r} must be a list of column names or a dict of column types")
         if not names:
             raise IVMError(f"table {table!r} has no columns")
-        lowered = [str(c).lower() for c in names]
+        lowered = [catalog_key(str(c), dialect) for c in names]
         if len(set(lowered)) != len(lowered):
             raise IVMError(f"table {table!r} has duplicate column names")
-        out[str(table).lower()] = lowered
+        out[catalog_key(str(table), dialect)] = lowered
     return out
 
 
-def schema_types(schema: dict) -> dict[str, dict[str, str]]:
+def schema_types(schema: dict, dialect: str = "duckdb") -> dict[str, dict[str, str]]:
     """Column types from a ``{table: {col: type}}`` schema (empty dicts when only names were given)."""
     out: dict[str, dict[str, str]] = {}
     for table, cols in schema.items():
         if isinstance(cols, dict):
-            out[str(table).lower()] = {str(c).lower(): str(t) for c, t in cols.items()}
+            out[catalog_key(str(table), dialect)] = {catalog_key(str(c), dialect): str(t) for c, t in cols.items()}
         else:
-            out[str(table).lower()] = {}
+            out[catalog_key(str(table), dialect)] = {}
     return out
 
 

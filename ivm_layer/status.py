@@ -19,7 +19,7 @@ import argparse
 import json
 import sys
 
-from .errors import IVMError
+from .errors import ConnectionTargetError, OperationalError
 from .io.postgres import conninfo as pgconn
 from .io.postgres import replication as pgc
 from .io.postgres.slots import WARN_BYTES, ivm_slots, max_slot_wal_keep_size
@@ -50,7 +50,7 @@ def _mib(n: int) -> str:
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     if not pgconn.is_postgres_target(args.database):
-        raise IVMError("ivm status takes a PostgreSQL database (postgresql://… or a conninfo string): "
+        raise ConnectionTargetError("ivm status takes a PostgreSQL database (postgresql://… or a conninfo string): "
                        "DuckDB sessions keep no replication slots")
     conn = pgc.connect(args.database)
     try:
@@ -96,8 +96,8 @@ def _drop(conn, session: str) -> int:
         return 0
     busy = [s.slot for s in mine if s.active]
     if busy:
-        raise IVMError(f"session {session!r} is open (slots in use: {', '.join(busy)}); close it "
-                       "first — an open session releases WAL as it applies changes")
+        raise OperationalError(f"session {session!r} is open (slots in use: {', '.join(busy)}); close it "
+                       "first — an open session releases WAL as it applies changes", sqlstate="55006")
     freed = 0
     for s in mine:
         if pgc.drop_slot(conn, s.slot, wait=1.0):

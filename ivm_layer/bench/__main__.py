@@ -116,6 +116,26 @@ def parse_args(argv: list[str]) -> argparse.Namespace:
     return p.parse_args(argv)
 
 
+#: ivm bench --baseline: passes of the ivm-pull / ivm-base pair, alternating
+PAIRED_PASSES = 5
+
+
+def _paired(workload: str, n: int, seed: int, cfg: dict, budget: float, mem_cap_mb: float) -> dict:
+    """ivm-pull and ivm-base on one stream in PAIRED_PASSES alternating passes (one round each,
+    the last pass also enumerating): {system: merged record} (systems.merge_passes)."""
+    from .isolate import run_isolated
+
+    got: dict[str, list] = {"ivm-pull": [], systems.BASE_SYSTEM: []}
+    for i in range(PAIRED_PASSES):
+        last = i == PAIRED_PASSES - 1
+        for s in got:
+            if got[s] and got[s][-1].get("status") != "ok":
+                continue
+            c = dict(cfg, min_rounds=1, maintain_only=not last)
+            got[s].append(run_isolated(s, workload, n, seed, c, budget, mem_cap_mb))
+    return {s: systems.merge_passes(recs) for s, recs in got.items()}
+
+
 def _list() -> int:
     print("workloads (name, family, quick sizes, full sizes, description):")
     for w in wl.WORKLOADS.values():
@@ -223,6 +243,7 @@ def main(argv: list[str] | None = None) -> int:
             at = chosen_systems.index("ivm-pull") + 1 if "ivm-pull" in chosen_systems else 0
             chosen_systems.insert(at, systems.BASE_SYSTEM)
     cfg = {"batch": args.batch, "engine_batch": args.engine_batch or args.batch, "duckdb_threads": args.duckdb_threads or None,
+           "budget_s": budget, "min_rounds": systems.MIN_ROUNDS,
            "baseline": os.path.abspath(args.baseline) if args.baseline else None,
            "enum_cap": args.enum_cap or preset["enum_cap"],
            "fingerprint_cap": preset["fingerprint_cap"],
@@ -250,6 +271,8 @@ def main(argv: list[str] | None = None) -> int:
             json.dump({"machine": machine, "config": {k: config[k] for k in ("seed", "budget_s", "batch", "engine_batch", "quick")},
                        "sql": sql[rec["workload"]], **rec}, f, indent=2, default=str)
 
+    paired = bool(args.baseline) and "ivm-pull" in chosen_systems and systems.BASE_SYSTEM in chosen_systems
+    pairs: dict[tuple, dict] = {}
     t_start = time.perf_counter()
     interrupted = False
     previous = signal.signal(signal.SIGTERM, _raise_interrupt)
@@ -264,8 +287,15 @@ def main(argv: list[str] | None = None) -> int:
                     pre = systems.precheck(w, system)
                     if pre is None and (w.name, system) in gave_up:
                         pre = {"status": "skipped", "reason": gave_up[(w.name, system)]}
-                    rec = pre if pre is not None else run_isolated(system, w.name, n, args.seed, cfg,
-                                                                   budget, args.mem_cap_mb)
+                    if pre is None and system == "ivm-pull" and paired:
+                        # before/after: the two engines in alternating passes (a quiet spell
+                        # or a busy one falls on both), each pass one round in its own child
+                        pairs[(w.name, n)] = _paired(w.name, n, args.seed, cfg, budget, args.mem_cap_mb)
+                    if pre is None and (w.name, n) in pairs and system in pairs[(w.name, n)]:
+                        rec = pairs[(w.name, n)][system]
+                    else:
+                        rec = pre if pre is not None else run_isolated(system, w.name, n, args.seed, cfg,
+                                                                       budget, args.mem_cap_mb)
                     rec = {**base, **rec}
                     if rec["status"] in ("timeout", "memory cap") or (
                             rec["status"] == "skipped" and pre is None):

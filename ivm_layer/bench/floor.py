@@ -145,6 +145,19 @@ def load_engine(path: str, name: str = "ivm_baseline") -> Any:
     mod = importlib.util.module_from_spec(spec)
     sys.modules[name] = mod
     spec.loader.exec_module(mod)
+    lazy = getattr(mod, "_LAZY", None)
+    if isinstance(lazy, dict):
+        # A checkout whose names load lazily by absolute module name ("ivm_layer.compile"):
+        # point them at the copy imported here, else they would load THIS checkout's engine
+        # and the "baseline" would silently measure the current code.
+        for attr, (module, value) in list(lazy.items()):
+            if module == "ivm_layer" or module.startswith("ivm_layer."):
+                lazy[attr] = (name + module[len("ivm_layer"):], value)
+    compile_view = mod.compile_view
+    where = getattr(sys.modules.get(compile_view.__module__), "__file__", "") or ""
+    if not os.path.abspath(where).startswith(pkg + os.sep):
+        raise SystemExit(f"--baseline {path}: its compile_view loads from {where or '?'}, not from "
+                         f"{pkg}; the baseline would measure another engine")
     return mod
 
 

@@ -61,8 +61,25 @@ def _header(doc: dict) -> list[str]:
             f"{m.get('platform')}, Python {m.get('python')}, DuckDB {m.get('duckdb')}. "
             f"Seed {c['seed']}; budget {c['budget_s']:g} s per system and run; DuckDB recomputes "
             f"after every {c['batch']} updates with {c.get('duckdb_threads') or 'default'} thread(s); "
-            f"the engine applies {_engine_batch(c)}; enumeration capped at {c['enum_cap']:,} pairs."
+            f"the engine applies {_engine_batch(c)} (ivm-pull/ivm-base µs/update: CPU time, the median of "
+            f"{_rounds(doc)} rounds on fresh views{_passes(doc)}, steady state: without each table's first "
+            f"update, where the view generates its update code); enumeration capped at {c['enum_cap']:,} pairs."
             + _load(m)]
+
+
+def _passes(doc: dict) -> str:
+    ns = sorted({r["passes"] for r in doc.get("results", []) if r.get("passes")})
+    if not ns:
+        return ""
+    return (f", ivm-pull and ivm-base in {ns[-1]} alternating passes, each in its own child process, "
+            "so that a busy or a quiet spell of the machine falls on both")
+
+
+def _rounds(doc: dict) -> str:
+    ns = sorted({r["rounds"] for r in doc.get("results", []) if r.get("rounds")})
+    if not ns:
+        return "1"
+    return str(ns[0]) if len(ns) == 1 else f"{ns[0]}–{ns[-1]}"
 
 
 def _engine_batch(c: dict) -> str:

@@ -28,6 +28,7 @@ from sqlglot import exp
 
 from ..compile import compile_view
 from ..errors import IVMError
+from ..identifiers import normalize_tree
 from .state import ViewDef
 
 
@@ -65,10 +66,10 @@ def atom_table(i: int, table: str) -> str:
 def rewrite_per_atom(select_sql: str) -> tuple[str, list[str]]:
     """The SELECT with its i-th FROM item reading ``ivm_a<i>_<table>`` (aliased as before);
     returns the SQL and the original table of each FROM item."""
-    tree = sqlglot.parse_one(select_sql, read="postgres")
+    tree = normalize_tree(sqlglot.parse_one(select_sql, read="postgres"), "postgres")
     tables: list[str] = []
     for i, node in enumerate(tree.find_all(exp.Table)):
-        name = node.name.lower()
+        name = node.name
         alias = node.alias or node.name
         tables.append(name)
         node.set("this", exp.to_identifier(atom_table(i, name)))

@@ -68,10 +68,10 @@ def parse_views(text: str) -> list[ViewDef]:
             first = " ".join(stmt_text.split())[:60]
             raise IVMError(f"the views file may only hold CREATE INCREMENTAL [MATERIALIZED] VIEW "
                            f"statements, got: {first}…")
-        name = stmt.name.lower()
+        name = stmt.name       # a key (ivm_layer.identifiers): PostgreSQL's rules
         if any(v.name == name for v in out):
             raise IVMError(f"view {name!r} is defined twice in the views file")
-        out.append(ViewDef(name, stmt.select_sql, stmt.materialized, [t.lower() for t in stmt.tables],
+        out.append(ViewDef(name, stmt.select_sql, stmt.materialized, list(stmt.tables),
                            static=list(stmt.static), columns=list(stmt.columns) if stmt.columns else None))
     if not out:
         raise IVMError("the views file defines no CREATE INCREMENTAL VIEW")

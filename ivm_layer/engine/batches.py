@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Callable, Iterable, Mapping
 
+from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from .bulk import COLUMNS_MIN, read_rows
 from .bulk import leaf_delta as bulk_leaf_delta
@@ -26,7 +27,7 @@ def read_batch(batch: Mapping, arity_of: Mapping[str, int],
     spelled: dict[str, Any] = {}
     inserts_only: set[str] = set()  # read by the bulk reader: positive multiplicities only
     for table, changes in batch.items():
-        name = str(table).lower()
+        name = resolve(table, arity_of)
         arity = arity_of.get(name)
         if arity is None:
             raise UpdateError(f"unknown table {table!r}; the schema has {', '.join(arity_of)}; "

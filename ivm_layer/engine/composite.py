@@ -15,6 +15,7 @@ from collections.abc import Callable, Iterable, Iterator, Mapping
 from itertools import islice
 from typing import Any
 
+from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from .values import canonical_row
 from .view import Change, base_rows_of, subscribe_to
@@ -55,7 +56,7 @@ class CompositeView:
         known = self.tables
         parts: dict[str, list] = {}
         for table, changes in batch.items():
-            name = str(table).lower()
+            name = resolve(table, known)
             if name not in known:
                 raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(known)}; "
                                   "no change was applied")

@@ -13,6 +13,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any
 
+from ..identifiers import resolve
 from ..errors import UpdateError
 from .composite import CompositeView
 from .view import Change, Prepared, tell
@@ -65,7 +66,7 @@ class ConstantInputs(CompositeView):
         return self.inner.stats()
 
     def base_rows(self, table: str) -> Mapping[tuple, int]:
-        if str(table).lower() in self._names:
+        if resolve(table, self._names) in self._names:
             raise UpdateError(f"unknown table {table!r}")
         return self.inner.base_rows(table)
 

@@ -295,45 +295,11 @@ class SortedChunks:
             return sum(ws[:pos])
         return self._csum[ci] - sum(ws[pos:])
 
-    def below(self, x) -> Any:
-        """Sum of the weights of sort values < x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x > maxes[0]:
-                return self.total
-            pos = bisect_left(self._chunks[0], x)
-            return pos if not self._multi[0] else self._part(0, pos)
-        return self._prefix(x, False) if maxes else 0
-
-    def upto(self, x) -> Any:
-        """Sum of the weights of sort values <= x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x >= maxes[0]:
-                return self.total
-            pos = bisect_right(self._chunks[0], x)
-            return pos if not self._multi[0] else self._part(0, pos)
-        return self._prefix(x, True) if maxes else 0
-
-    def above(self, x) -> Any:
-        """Sum of the weights of sort values > x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x >= maxes[0]:
-                return 0
-            pos = bisect_right(self._chunks[0], x)
-            return self.total - (pos if not self._multi[0] else self._part(0, pos))
-        return self.total - self._prefix(x, True) if maxes else 0
-
-    def atleast(self, x) -> Any:
-        """Sum of the weights of sort values >= x."""
-        maxes = self._maxes
-        if len(maxes) == 1:
-            if x > maxes[0]:
-                return 0
-            pos = bisect_left(self._chunks[0], x)
-            return self.total - (pos if not self._multi[0] else self._part(0, pos))
-        return self.total - self._prefix(x, False) if maxes else 0
+    # the one-sided sums of the generated update code, each one flat function (module end)
+    below: Any
+    upto: Any
+    above: Any
+    atleast: Any
 
 
 class OrderedGroup(SortedChunks):
@@ -530,3 +496,42 @@ class OrderedGroup(SortedChunks):
             return bchunks[ci][pos:end]
         parts = [bchunks[ci][pos:]] + [bchunks[k] for k in range(ci + 1, cj)] + [bchunks[cj][:end]]
         return chain.from_iterable(parts)
+
+
+def _one_sided(bis: Any, complement: bool, doc: str) -> Any:
+    """A one-sided range sum of :class:`SortedChunks` as one flat function (no helper call:
+    it runs once or more per update on most plans): ``bis`` (bisect_left: values < x,
+    bisect_right: values <= x) finds the prefix; ``complement`` returns the rest instead."""
+
+    def one_sided(self: SortedChunks, x: Any) -> Any:
+        maxes = self._maxes
+        n = len(maxes)
+        if not n:
+            return 0
+        ci = bis(maxes, x)
+        if ci == n:
+            return 0 if complement else self.total
+        pos = bis(self._chunks[ci], x)
+        if self._multi[ci]:
+            ws = self._weights[ci]
+            s = sum(ws[:pos]) if pos <= len(ws) >> 1 else self._csum[ci] - sum(ws[pos:])
+        else:
+            s = pos
+        if ci:
+            if n <= _FEN_MIN:  # few chunks: their totals summed at C speed
+                s += sum(islice(self._csum, ci))
+            else:
+                fen = self._fen
+                while ci:
+                    s += fen[ci]
+                    ci &= ci - 1
+        return self.total - s if complement else s
+
+    one_sided.__doc__ = doc
+    return one_sided
+
+
+SortedChunks.below = _one_sided(bisect_left, False, "Sum of the weights of sort values < x.")
+SortedChunks.upto = _one_sided(bisect_right, False, "Sum of the weights of sort values <= x.")
+SortedChunks.above = _one_sided(bisect_right, True, "Sum of the weights of sort values > x.")
+SortedChunks.atleast = _one_sided(bisect_left, True, "Sum of the weights of sort values >= x.")

@@ -170,7 +170,8 @@ class KeyedChain:
                 self._record_f(fd, record)
                 pd = self.nodes[0].up(fd) if fd else {}
         else:  # the T side (the guard of the derived top join)
-            sgroups, zkey, zb, weight, vg = self.s_groups, self.z_key, self.z_bounds, self.weight, self.vg
+            sgroups, zkey, zb, vg_add = self.s_groups, self.z_key, self.z_bounds, self.vg.add
+            a_sum, rg = self.a_sum, self.r_groups.get(())  # A(y): no R tuple changes here
             dp = self.d_pos
             pd = {}
             keys = set()
@@ -184,9 +185,13 @@ class KeyedChain:
                     continue
                 s = 0
                 for b in g.buckets_in(*zb(z)):
-                    for y, w in b.items():
-                        vg.add(y[dp], d * w)
-                        s += w * weight(y)
+                    # one bucket: the S tuples of one d, so one V(y) key and one A(y) (A
+                    # reads only d: R's edge is a θ d)
+                    w = sum(b.values()) if len(b) > 1 else next(iter(b.values()))
+                    y = next(iter(b))
+                    vg_add(y[dp], d * w)
+                    if rg is not None:
+                        s += w * a_sum(rg, y)
                 if s:
                     dc += d * s
                     pz = self.z_proj(z)

@@ -21,6 +21,7 @@ from typing import Any, Iterator
 
 from ..errors import ConcurrentModificationError, IVMError
 from ..planner import Plan
+from .inputs import bind_inputs
 from .predicates import key_fn
 
 _OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
@@ -47,6 +48,7 @@ class ParamView(View):
         # range parameters: (name, op, position of the compared value in a lookup's raw row)
         self._ranges = list(ranges)
         self._n = len(self._eq)
+        self._nout = len(self.columns)  # engine outputs (constant columns of a subclass excluded)
         self._width = self._n + len(self.columns) + len(self._ranges)
         self._copies = copies or {}
         self._split = any(len(c) > 1 for c in self._copies.values())
@@ -62,20 +64,7 @@ class ParamView(View):
 
     # -- lookups -------------------------------------------------------------------------
     def _inputs(self, args: tuple, kwargs: dict) -> tuple:
-        if len(args) > len(self.params):
-            raise IVMError(f"lookup takes {len(self.params)} input(s) ({', '.join(self.params)}), got {len(args)}")
-        values: dict[str, Any] = dict(zip(self.params, args))
-        for k, v in kwargs.items():
-            name = str(k).lower()
-            if name not in self.params:
-                raise IVMError(f"unknown parameter {k!r}; this view's parameters are {', '.join(self.params)}")
-            if name in values:
-                raise IVMError(f"parameter {k!r} given twice")
-            values[name] = v
-        missing = [p for p in self.params if p not in values]
-        if missing:
-            raise IVMError(f"lookup needs {', '.join(missing)} (parameters: {', '.join(self.params)})")
-        return tuple(values[p] for p in self.params)
+        return bind_inputs(self.params, args, kwargs)
 
     def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
         """``(row over columns, multiplicity)`` of the view for these inputs (SQL semantics: a
@@ -111,7 +100,7 @@ class ParamView(View):
     def _in_range(self, raw, checks) -> Iterator[tuple[tuple, int]]:
         """Rows whose range-compared values satisfy the range parameters, consolidated over
         the columns (O(rows for the equality inputs), not O(log n))."""
-        width = len(self.columns)
+        width = self._nout
         out: dict[tuple, int] = {}
         try:
             for row, m in raw:
@@ -261,3 +250,44 @@ class ParamView(View):
         if self._split:
             return sum(m for _, m in self.rows())
         return super().__len__()
+
+
+class ConstantColumnsView(ParamView):
+    """A parameterized view whose SELECT list holds constants besides (or instead of) its
+    outputs: 004's Boolean lookups ``SELECT 1 AS hit … WHERE r.a = $a`` are ``Q(·|A)``, a
+    lookup yields ``((1,), k)`` with k the number of derivations (SQL's bag of rows), or
+    nothing. The constants are put back into each row as it is read: O(1) per row on top of
+    :class:`ParamView` (``constants``: ``(position in the SELECT list, name, value)``)."""
+
+    def __init__(self, *args: Any, constants: list[tuple[int, str, Any]], **kwargs: Any):
+        super().__init__(*args, **kwargs)
+        self._consts = sorted(constants, key=lambda c: c[0])
+        merged = list(self.columns)
+        for pos, name, _ in self._consts:
+            merged.insert(pos, name)
+        self.columns = merged
+
+    def _widen(self, it: Iterator[tuple[tuple, int]], n: int) -> Iterator[tuple[tuple, int]]:
+        consts = self._consts
+        for row, m in it:
+            out = list(row)
+            for pos, _, value in consts:
+                out.insert(n + pos, value)
+            yield tuple(out), m
+
+    def lookup(self, *args: Any, **kwargs: Any) -> Iterator[tuple[tuple, int]]:
+        """:meth:`ParamView.lookup` with the constant columns in place."""
+        return self._widen(super().lookup(*args, **kwargs), 0)
+
+    def rows(self) -> Iterator[tuple[tuple, int]]:
+        return self._widen(super().rows(), len(self.params))
+
+    def rows_batches(self, size: int = 1024) -> Iterator[list[tuple[tuple, int]]]:
+        batch: list[tuple[tuple, int]] = []
+        for item in self.rows():
+            batch.append(item)
+            if len(batch) >= size:
+                yield batch
+                batch = []
+        if batch:
+            yield batch

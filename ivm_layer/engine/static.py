@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Iterable, Mapping
 
+from ..identifiers import resolve
 from ..errors import UpdateError
 from ..planner import Plan
 from .view import View
@@ -50,7 +51,7 @@ class StaticView(View):
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of input table ``table`` (a table of a pre-joined static part: as that
         part's view holds them); see :meth:`View.base_rows`."""
-        part = self._part_of.get(str(table).lower())
+        part = self._part_of.get(resolve(table, self._part_of))
         return part.view.base_rows(table) if part is not None else super().base_rows(table)
 
     def explain(self) -> str:
@@ -67,8 +68,13 @@ class StaticView(View):
         return out
 
     # -- writing ------------------------------------------------------------------------
+    def _key(self, table: Any) -> str:
+        """The key ``table`` names here (see :func:`ivm_layer.identifiers.resolve`)."""
+        known = set(self.static_tables) | set(self._part_of) | self._derived | set(super().tables)
+        return resolve(table, known)
+
     def _single(self, table: str, row: Any, k: int) -> bool:
-        name = str(table).lower()
+        name = self._key(table)
         if name in self.static_tables or name in self._part_of or name in self._derived:
             return False  # the general path checks the freeze and routes pre-joined parts
         done = super()._single(table, row, k)
@@ -82,7 +88,7 @@ class StaticView(View):
         main: dict = {}
         per_part: dict[StaticPart, dict] = {}
         for table, changes in batch.items():
-            name = str(table).lower()
+            name = self._key(table)
             if name in self._derived:
                 raise UpdateError(f"unknown table {table!r}; no change was applied")
             part = self._part_of.get(name)

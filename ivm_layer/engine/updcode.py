@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..identifiers import resolve
 from ..errors import UpdateError
 from .bulk import BULK_MIN
 from .bulk import propagate as bulk_propagate
@@ -74,7 +75,7 @@ class UpdateCode:
     def entry(self, table: Any) -> tuple | None:
         """``(name, stored rows, leaf extractors, arity, plain)`` of a table spelled ``table``
         ("R" for r); None for a name this view does not store itself."""
-        name = table.lower() if type(table) is str else table
+        name = resolve(table, self.stores) if type(table) is str else table
         store = self.stores.get(name)
         if store is None:
             return None

@@ -9,7 +9,10 @@ one group operation per index on the path (``add``; a one-sided range sum as one
 ``below``/``upto``/``above``/``atleast``), the derived top join's per-key counts — with no
 per-node dispatch and no delta dicts. A step that fans out (a non-guard child) becomes a loop
 and the rest of the path runs inside it, tuple by tuple: Algorithm 2 is linear in Δ and a
-path reads only nodes off the path, so this is the same update. :func:`gen_path` writes the
+path reads only nodes off the path, so this is the same update. Inside such a loop, a group
+with the constant key ``()`` is looked up once before it: a sibling's (read; nothing on the
+path writes it) and, when no opaque derived update runs in the body, the path's own (written:
+the loop keeps its variable in step when it creates or drops the group). :func:`gen_path` writes the
 propagation of a leaf's batch delta ``{t: d}`` the same way.
 
 Steps without inline code (the derived chains of engine/chain.py and engine/keyedchain.py,
@@ -112,6 +115,11 @@ class _Gen:
         # Per open fan-out loop: the per-key count updates with a constant key deferred to
         # after the loop as one sum ``(accumulator, counts, key)``.
         self.deferred: list[list[tuple[str, str, str]]] = []
+        # Per open fan-out loop: lines run once before it — the lookups of constant-key ()
+        # groups the loop body reads off the path (siblings' indexes: no step of this path
+        # writes them) or writes on it (no opaque derived update in the body, see ``loop_writes``).
+        self.hoisted: list[list[str]] = []
+        self.loop_writes: list[bool] = []
         # Record mode (delta enumeration after the update): the deltas of the nodes in N go to
         # ``rec`` ({node id: {tuple: Δ}}, accumulated tuple by tuple) and ``reached`` says
         # whether the change reached the root (TRep.propagate's result).
@@ -177,7 +185,7 @@ class _Gen:
         """``s = Σ ρ(u)`` over the sibling group of ``tv`` (predicates ``on`` by the order, ``rest``
         tuple by tuple); returns ``s`` and the indentation inside ``if s:``."""
         g, s = self.var("g"), self.var("s")
-        self.emit(ind, f"{g} = {self.ref(idx.groups, 'G')}.get({key_expr(key_vars, pos, tv)})")
+        self.group_get(g, idx.groups, key_vars, pos, tv, ind)
         self.emit(ind, f"if {g} is not None:")
         ind += 4
         if rest:
@@ -190,6 +198,16 @@ class _Gen:
             self.emit(ind, f"{s} = {self.range_sum(g, on, pos, tv, ind)}")
         self.emit(ind, f"if {s}:")
         return s, ind + 4
+
+    def group_get(self, g: str, groups: dict, key_vars: list[str], pos: dict[str, int], tv: str,
+                  ind: int) -> None:
+        """``g = groups.get(key)`` of a group read off the path: before the innermost fan-out
+        loop when the key is constant (``()``), else here."""
+        line = f"{g} = {self.ref(groups, 'G')}.get({key_expr(key_vars, pos, tv)})"
+        if not key_vars and self.hoisted:
+            self.hoisted[-1].append(line)
+        else:
+            self.emit(ind, line)
 
     # -- one node's own structures ------------------------------------------------------
     def indexes(self, n: RNode, tv: str, dv: str, ind: int) -> None:
@@ -210,10 +228,16 @@ class _Gen:
                 self.emit(i, f"if {self.ref(idx.content_filter, 'F')}({c}):")
                 i += 4
             kv, g = self.var("k"), self.var("g")
-            self.emit(i, f"{kv} = {key_expr(list(key_vars), n.pos, tv)}")
-            self.emit(i, f"{g} = {groups}.get({kv})")
-            self.emit(i, f"if {g} is None: {groups}[{kv}] = {new}({c}, {dv})")
-            self.emit(i, f"elif not {g}.add({c}, {dv}) and not len({g}): del {groups}[{kv}]")
+            if not key_vars and self.hoisted and self.loop_writes[-1]:
+                # one group for the whole fan-out: looked up once before the loop, kept in step
+                self.hoisted[-1].append(f"{g} = {groups}.get(())")
+                self.emit(i, f"if {g} is None: {g} = {groups}[()] = {new}({c}, {dv})")
+                self.emit(i, f"elif not {g}.add({c}, {dv}) and not len({g}): del {groups}[()]; {g} = None")
+            else:
+                self.emit(i, f"{kv} = {key_expr(list(key_vars), n.pos, tv)}")
+                self.emit(i, f"{g} = {groups}.get({kv})")
+                self.emit(i, f"if {g} is None: {groups}[{kv}] = {new}({c}, {dv})")
+                self.emit(i, f"elif not {g}.add({c}, {dv}) and not len({g}): del {groups}[{kv}]")
             self.touched.append(f"index {idx.spec[0]}:{'/'.join(key_vars) or '()'}")
         for line in feeds:
             self.emit(ind, line)
@@ -315,7 +339,12 @@ class _Gen:
             self.emit(body, f"{d2} = {dv} * {m}")
             self.touched.append(f"fan-out at node {n.id}")
             self.deferred.append([])
+            self.hoisted.append([])
+            self.loop_writes.append(not self.opaque_above(p))
             self.path(p, u, d2, body)
+            self.loop_writes.pop()
+            for line in self.hoisted.pop():
+                self.lines.insert(start, " " * (ind + 4) + line)
             for acc, counts, key in self.deferred.pop():
                 self.lines.insert(start, " " * (ind + 4) + f"{acc} = 0")
                 self.emit(ind + 4, f"if {acc}:")
@@ -327,6 +356,24 @@ class _Gen:
             self.path(p, pt, d2, ind + 4)
         else:
             raise NotCompiled(f"node {n.id} has no step to its parent")
+
+    def opaque_above(self, n: RNode) -> bool:
+        """Does the path from n to the root call a derived structure's own update (which
+        may write indexes the generated lines do not see)?"""
+        while n.parent is not None:
+            p = n.parent
+            if p.derived is not None:
+                if self.record:
+                    return True
+                v, c = p.virtual, p.chain
+                if v is not None and p.kchain is None and p.derived == v.update:
+                    return False
+                if c is not None and p.derived == c.update and (
+                        n is c.mr or (n is c.gs and n.step[0] == "guard")):
+                    return False
+                return True
+            n = p
+        return False
 
     def virtual(self, v: Any, n: RNode, tv: str, dv: str, ind: int) -> None:
         """:meth:`Virtual.update` for one tuple of child n: the per-key count and the view's."""
@@ -369,8 +416,9 @@ class _Gen:
                 raise NotCompiled("the derived join's edge has predicates outside its order")
             g, w, w2 = self.var("g"), self.var("w"), self.var("w")
             kv = self.var("k")
-            self.emit(ind, f"{kv} = {key_expr(key_vars, n.pos, tv)}")
-            self.emit(ind, f"{g} = {self.ref(v.g_groups, 'G')}.get({kv})")
+            if key_vars or not self.hoisted:
+                self.emit(ind, f"{kv} = {key_expr(key_vars, n.pos, tv)}")
+            self.group_get(g, v.g_groups, key_vars, n.pos, tv, ind)
             self.emit(ind, f"if {g} is not None:")
             self.emit(ind + 4, f"{w} = {self.range_sum(g, on, n.pos, tv, ind + 4)}")
             self.emit(ind + 4, f"if {w}:")

@@ -11,6 +11,7 @@ from __future__ import annotations
 from types import MappingProxyType
 from typing import Any, Callable, Iterable, Iterator, Mapping
 
+from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
@@ -139,7 +140,7 @@ class View:
     def base_rows(self, table: str) -> Mapping[tuple, int]:
         """The rows of input table ``table`` as the view holds them (``{row: multiplicity}``,
         read-only, O(1)): what sessions diff a table against when they could not see a write."""
-        store = self._store(str(table).lower())
+        store = self._store(resolve(table, self.tables))
         if store is None:
             raise UpdateError(f"unknown table {table!r}; the view reads {', '.join(self.tables)}")
         return MappingProxyType(store)
@@ -583,7 +584,8 @@ def combined_stats(parts: Iterable[Any], own: int | None = None) -> dict[str, in
 
 def base_rows_of(views: Iterable[Any], table: str) -> Mapping[tuple, int]:
     """``table``'s rows from the first of ``views`` that reads it (composite views)."""
-    name = str(table).lower()
+    views = list(views)
+    name = resolve(table, {t for v in views for t in v.tables})
     for v in views:
         if name in v.tables:
             return v.base_rows(name)

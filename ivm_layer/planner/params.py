@@ -19,6 +19,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from ..query import GCQ, Atom, Predicate
+from .plan import UPDATE_BOUND
 
 SEP = "@"
 
@@ -173,7 +174,7 @@ def describe(pp: ParamPlan, params: list[str]) -> list[str]:
     lines = [f"parameters: {', '.join(params)}", f"fracture components: {comps}"]
     if pp.cqap0:
         split = [p for p, c in pp.copies.items() if len(c) > 1]
-        lines.append("parameter class: CQAP0 (" + pp.reason + ") — O(N) preprocessing, O(1) update, "
+        lines.append("parameter class: CQAP0 (" + pp.reason + ") — O(N) preprocessing, " + UPDATE_BOUND + " update (as derived under update cost), "
                      "lookup: O(1) probe of the input nodes then O(1) delay (O(1) for an empty answer)")
         if split:
             lines.append(f"rows()/len() over all parameter values: {', '.join(split)} split across fracture "

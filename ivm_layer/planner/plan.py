@@ -15,6 +15,11 @@ from .gjt import Node, render
 from .guards import GuardReport, analyze
 
 
+#: placeholder in a note (static / parameter class line) for the update bound derived from the
+#: tree and the engine's derived steps, so the class line and "update cost:" always agree
+UPDATE_BOUND = "{update bound}"
+
+
 @dataclass
 class Plan:
     gcq: GCQ
@@ -82,7 +87,8 @@ class Plan:
     def explain(self, derived: Mapping[int, str] | None = None) -> str:
         update, delay = self.costs(derived)
         lines = [f"class: {self.klass}" + (" (with a materialized cyclic core)" if self.core is not None else "")]
-        lines.extend(self.notes or ())
+        worst = update.split(" per ", 1)[0]  # the class lines of the notes quote the derived bound
+        lines.extend(note.replace(UPDATE_BOUND, worst) for note in self.notes or ())
         if self.klass == NOT_FREE_CONNEX:
             extra = sorted(self.var_n - self.gcq.out)
             lines.append(

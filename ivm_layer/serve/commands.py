@@ -18,9 +18,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from ..identifiers import IDENT
+from ..sql.sqltext import unquote
 from .sqlstate import ServeError
 
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_IDENT = IDENT
 _HEAD = re.compile(r"\s*(?:--[^\n]*\n\s*|/\*.*?\*/\s*)*([A-Za-z]+)", re.DOTALL)
 
 
@@ -79,8 +81,9 @@ class Subscribe:
 
 
 def ident(text: str) -> str:
-    """An identifier as PostgreSQL resolves it (quoted: as written; else lower-cased)."""
-    return text[1:-1].replace('""', '"') if text.startswith('"') else text.lower()
+    """An identifier as PostgreSQL resolves it (quoted: as written; else ASCII lower-cased); the
+    session then finds the view by :func:`ivm_layer.identifiers.resolve`."""
+    return unquote(text, "postgres")
 
 
 def _value(text: str) -> str:

@@ -17,9 +17,10 @@ from dataclasses import dataclass
 
 from ..session.router import Route
 from .results import CopyOut, parse_copy_text
+from ..identifiers import IDENT
 from .sqlstate import ServeError
 
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_IDENT = IDENT
 _NAME = rf"{_IDENT}(?:\s*\.\s*{_IDENT})*"
 _IN = re.compile(rf"\s*COPY\s+(?P<table>{_NAME})\s*(?P<cols>\([^()]*\))?\s*FROM\s+STDIN\b(?P<opts>.*)", re.IGNORECASE | re.DOTALL)
 _OUT_Q = re.compile(r"\s*COPY\s*\((?P<query>.*)\)\s*TO\s+STDOUT\b(?P<opts>.*)", re.IGNORECASE | re.DOTALL)

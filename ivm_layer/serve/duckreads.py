@@ -16,6 +16,7 @@ from typing import TYPE_CHECKING
 from ..session import pointreads as fastpath
 from ..session.duckdb import reads
 from ..session.duckdb.views import is_parameterized
+from ..identifiers import ascii_lower
 from ..session.lookups import plan_lookups
 from ..session.router import Route, route
 from . import pgtypes
@@ -62,7 +63,7 @@ class ViewReads:
             return None
         project = None
         if sh.select is not None and sh.count is None:
-            lower = [c.lower() for c in vs.columns]
+            lower = [ascii_lower(c) for c in vs.columns]
             project = [lower.index(s) for s in sh.select]
         return Result("SELECT", columns, fastpath.rows(vs.view, sh, params, inputs, project))
 
@@ -74,7 +75,7 @@ class ViewReads:
             return [Column.of(sh.count, "BIGINT")]
         cols = list(zip(vs.columns, vs.types))
         if sh.select is not None:
-            lower = {c.lower(): (c, t) for c, t in cols}
+            lower = {ascii_lower(c): (c, t) for c, t in cols}
             if any(s not in lower for s in sh.select):
                 return None
             cols = [lower[s] for s in sh.select]

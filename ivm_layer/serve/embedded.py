@@ -46,6 +46,7 @@ import weakref
 import ivm_layer
 
 from ..session.duckdb.views import is_parameterized
+from ..identifiers import ascii_lower, resolve
 from . import catalog as cat
 from .gate import Gate
 from .settings import version_string
@@ -169,13 +170,13 @@ class EmbeddedBackend:
             sql = extract_params(vs.sql or vs.stmt.select_sql, "duckdb")[0]
             with self._meta_lock:
                 desc = self._meta.execute(f"DESCRIBE {sql}").fetchall()
-            got = {r[0][len(HIDDEN):].lower(): r[1] for r in desc if r[0].startswith(HIDDEN)}
+            got = {ascii_lower(r[0][len(HIDDEN):]): r[1] for r in desc if r[0].startswith(HIDDEN)}
             self._input_types[key] = got
         return got
 
     def columns_of(self, table: str) -> dict[str, str] | None:
         """``{column: type}`` of a table, view or incremental view (for parameter typing)."""
-        vs = self.views.get(table.lower())
+        vs = self.views.get(resolve(table, self.views))
         if vs is not None and vs.error is None:
             out = dict(zip(vs.columns, vs.types))
             if is_parameterized(vs.view):
@@ -237,7 +238,7 @@ class EmbeddedBackend:
         out = []
         for oid, schema, name, comment in tables:
             schema = "public" if schema == "main" else schema
-            vs = served.get(name.lower()) if schema == "public" else None
+            vs = served.get(ascii_lower(name)) if schema == "public" else None
             kind = "m" if vs is not None and vs.materialized and comment == MARKER else "r"
             out.append(cat.Relation(name, kind, schema, by_oid.get(oid, []),
                                     vs.stmt.definition("duckdb") if kind == "m" else None, int(oid),

@@ -19,6 +19,7 @@ import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
+from ..identifiers import ascii_lower
 from . import pgtypes, sqlscan
 
 _PARAM = re.compile(r"\$(\d+)")
@@ -42,23 +43,23 @@ def infer(sql: str, declared: list[int], columns_of: Callable[[str], dict[str, s
     aliases: dict[str, str] = {}
     tables: list[str] = []
     for t in tree.find_all(exp.Table):
-        name = t.name.lower()
+        name = ascii_lower(t.name)     # DuckDB's rule: ASCII case-insensitive
         tables.append(name)
-        aliases[(t.alias or t.name).lower()] = name
+        aliases[ascii_lower(t.alias or t.name)] = name
     cache: dict[str, dict[str, str] | None] = {}
 
     def cols(table: str) -> dict[str, str]:
         if table not in cache:
             found = columns_of(table)
-            cache[table] = {k.lower(): v for k, v in found.items()} if found else None
+            cache[table] = {ascii_lower(k): v for k, v in found.items()} if found else None
         return cache[table] or {}
 
     def column_type(col: exp.Column) -> str | None:
-        name = col.name.lower()
+        name = ascii_lower(col.name)
         if name.startswith("__ivm_param_"):
             return None
         if col.table:
-            t = aliases.get(col.table.lower(), col.table.lower())
+            t = aliases.get(ascii_lower(col.table), ascii_lower(col.table))
             return cols(t).get(name)
         for t in tables:
             ty = cols(t).get(name)
@@ -113,11 +114,11 @@ def _insert(node: exp.Insert, cols: Callable[[str], dict[str, str]], assign) -> 
     target = node.this
     names: list[str] | None = None
     if isinstance(target, exp.Schema):
-        names = [c.name.lower() for c in target.expressions]
+        names = [ascii_lower(c.name) for c in target.expressions]
         target = target.this
     if not isinstance(target, exp.Table):
         return
-    types = cols(target.name.lower())
+    types = cols(ascii_lower(target.name))
     if not types:
         return
     order = names or list(types)

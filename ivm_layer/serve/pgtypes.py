@@ -24,6 +24,8 @@ import struct
 import uuid
 from collections.abc import Callable
 
+from ..engine.temporal import is_infinite
+
 BOOL, BYTEA, CHAR, NAME, INT8, INT2, INT4, TEXT, OID = 16, 17, 18, 19, 20, 21, 23, 25, 26
 JSON, FLOAT4, FLOAT8, UNKNOWN, BPCHAR, VARCHAR = 114, 700, 701, 705, 1042, 1043
 DATE, TIME, TIMESTAMP, TIMESTAMPTZ, INTERVAL, TIMETZ, NUMERIC, UUID, JSONB = \
@@ -156,7 +158,7 @@ def _year(d) -> str:
 
 
 def _timestamp_text(v) -> str:
-    if isinstance(v, _dt.datetime):
+    if isinstance(v, _dt.datetime) and not is_infinite(v):
         out = f"{_year(v)} {_time_text(v)}"
         if v.tzinfo is not None:
             out += _offset_text(v.utcoffset())
@@ -165,7 +167,7 @@ def _timestamp_text(v) -> str:
 
 
 def _timestamptz_text(v) -> str:
-    if isinstance(v, _dt.datetime):
+    if isinstance(v, _dt.datetime) and not is_infinite(v):
         if v.tzinfo is None:
             v = v.replace(tzinfo=_dt.UTC)
         return _timestamp_text(v.astimezone(_dt.UTC))
@@ -253,7 +255,7 @@ def _array_text(values, elem: Callable) -> str:
 _TEXT_OUT: dict[int, Callable] = {
     BOOL: _bool_text, INT2: str, INT4: str, INT8: str, OID: str, FLOAT4: _float4_text,
     FLOAT8: _float8_text, NUMERIC: _numeric_text, BYTEA: _bytea_text, DATE: lambda v: _year(v)
-    if isinstance(v, _dt.date) else str(v), TIME: _time_text, TIMESTAMP: _timestamp_text,
+    if isinstance(v, _dt.date) and not is_infinite(v) else str(v), TIME: _time_text, TIMESTAMP: _timestamp_text,
     TIMESTAMPTZ: _timestamptz_text, INTERVAL: _interval_text, UUID: str, TEXT: _text,
     VARCHAR: _text, BPCHAR: _text, NAME: _text, JSON: _text, JSONB: _text, CHAR: _text,
 }
@@ -313,6 +315,8 @@ def _numeric_send(v) -> bytes:
 
 
 def _date_send(v) -> bytes:
+    if is_infinite(v):   # PostgreSQL's DATEVAL_NOEND / DATEVAL_NOBEGIN
+        return struct.pack("!i", 2**31 - 1 if v > _EPOCH_DATE else -(2**31))
     return struct.pack("!i", (v - _EPOCH_DATE).days)
 
 
@@ -321,12 +325,20 @@ def _us(td: _dt.timedelta) -> int:
 
 
 def _timestamp_send(v) -> bytes:
+    if is_infinite(v):   # PostgreSQL's DT_NOEND / DT_NOBEGIN
+        return _infinite_ts(v)
     if v.tzinfo is not None:
         v = v.astimezone(_dt.UTC).replace(tzinfo=None)
     return struct.pack("!q", _us(v - _EPOCH))
 
 
+def _infinite_ts(v) -> bytes:
+    return struct.pack("!q", 2**63 - 1 if str(v) == "infinity" else -(2**63))
+
+
 def _timestamptz_send(v) -> bytes:
+    if is_infinite(v):
+        return _infinite_ts(v)
     if v.tzinfo is None:
         v = v.replace(tzinfo=_dt.UTC)
     return struct.pack("!q", _us(v - _EPOCH_TZ))

@@ -87,10 +87,10 @@ class ProxyClient(ProxyCopy):
     # -- preparing ---------------------------------------------------------------------------------
     def prepare(self, sql: str, declared=()) -> ProxyPrepared:
         nparams = max((int(n) for n in _PARAM.findall(sql)), default=0)
-        r = route(sql)
+        r = route(sql, dialect="postgres")
         p = ProxyPrepared(sql, sql, r, nparams, list(declared), cmd.parse(sql))
         if p.command is None and r.kind == "read":
-            p.shape = fastpath.shape(sql)
+            p.shape = fastpath.shape(sql, "postgres")
         if re.match(r"\s*COPY\b", sql, re.IGNORECASE):
             p.copy = "in" if re.search(r"\bFROM\s+STDIN\b", sql, re.IGNORECASE) else \
                 "out" if re.search(r"\bTO\s+STDOUT\b", sql, re.IGNORECASE) else None
@@ -168,7 +168,7 @@ class ProxyClient(ProxyCopy):
                 if cols is None:
                     pairs = list(zip(vs.columns, vs.types))
                     if sh.select is not None:
-                        lower = {c.lower(): (i, c, t) for i, (c, t) in enumerate(pairs)}
+                        lower = {c: (i, c, t) for i, (c, t) in enumerate(pairs)}  # keys: exact
                         if all(x in lower for x in sh.select):
                             project = [lower[x][0] for x in sh.select]
                             cols = [Column.of(lower[x][1], lower[x][2]) for x in sh.select]

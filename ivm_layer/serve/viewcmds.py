@@ -10,6 +10,7 @@ from __future__ import annotations
 from decimal import Decimal
 
 from ..session.duckdb.views import is_parameterized
+from ..identifiers import resolve
 from . import commands as cmd
 from . import pgtypes
 from .results import Column, CopyOut, Result, Spool
@@ -27,7 +28,7 @@ def show_views(session, backlog: dict[str, int]) -> Result:
 
 
 def explain_view(session, name: str) -> Result:
-    if name.lower() not in {v.lower() for v in session.views}:
+    if resolve(name, session.views) not in session.views:
         raise ServeError("42P01", f"incremental view {name!r} does not exist",
                          hint="SHOW INCREMENTAL VIEWS lists them")
     text = session.explain(name)

@@ -21,6 +21,7 @@ from ..errors import (
     ProgrammingError,
     SubscriberWarning,
 )
+from ..identifiers import ascii_lower, resolve
 from .cursor import Cursor
 from .results import Result, RowsResult
 from .router import split
@@ -309,7 +310,7 @@ class SessionBase:
             raise InterfaceError("the session is closed", sqlstate="08003")
 
     def _state(self, name: str):
-        vs = self._views.get(name.lower())
+        vs = self._views.get(resolve(name, self._views))
         if vs is None:
             raise CatalogError(f"no incremental view named {name!r}; views: {', '.join(sorted(self._views)) or 'none'}",
                                sqlstate="42P01")
@@ -329,10 +330,10 @@ def dedupe_names(names: list[str]) -> list[str]:
     out = []
     for n in names:
         base, cand, i = n, n, 0
-        while cand.lower() in seen:
+        while ascii_lower(cand) in seen:
             i += 1
             cand = f"{base}_{i}"
-        seen.add(cand.lower())
+        seen.add(ascii_lower(cand))
         out.append(cand)
     return out
 

@@ -21,6 +21,7 @@ from sqlglot.errors import SqlglotError
 
 from ..errors import NotSupportedError, SQLError
 from ..io.duckdb.capture import quote
+from ..identifiers import normalize_tree
 
 
 @dataclass
@@ -45,9 +46,9 @@ def _input_of(cond, alias: str, params: list[str]):
     if not isinstance(cond, exp.EQ):
         return None
     for col, val in ((cond.this, cond.expression), (cond.expression, cond.this)):
-        if isinstance(col, exp.Column) and col.name.lower() in params and \
-                (not col.table or col.table.lower() == alias) and not list(val.find_all(exp.Column)):
-            return col.name.lower(), val
+        if isinstance(col, exp.Column) and col.name in params and \
+                (not col.table or col.table == alias) and not list(val.find_all(exp.Column)):
+            return col.name, val
     return None
 
 
@@ -57,19 +58,19 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
     register, and the input value expressions in the order they are written (evaluated by the
     caller, with the statement's parameters, in that order)."""
     try:
-        tree = sqlglot.parse_one(text, read="duckdb")
+        tree = normalize_tree(sqlglot.parse_one(text, read="duckdb"), "duckdb")
     except (SqlglotError, RecursionError) as e:
         raise SQLError(f"cannot read this query of a parameterized view: {e}") from None
     rank = {id(node): i for i, node in enumerate(tree.dfs())}  # textual order of the inputs
     lookups: list[Lookup] = []
     values: list[exp.Expression] = []
     for i, table in enumerate(list(tree.find_all(exp.Table))):
-        name = table.name.lower()
+        name = table.name
         vs = views.get(name)
-        if vs is None or table.args.get("db") and table.args["db"].name.lower() not in ("main", "temp"):
+        if vs is None or table.args.get("db") and table.args["db"].name not in ("main", "temp"):
             continue
         wanted = list(vs.view.params)
-        alias = table.alias_or_name.lower()
+        alias = table.alias_or_name
         select = table.find_ancestor(exp.Select)
         where = select.args.get("where") if select is not None else None
         found: dict[str, exp.Expression] = {}

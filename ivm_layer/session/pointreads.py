@@ -21,9 +21,10 @@ from dataclasses import dataclass
 from decimal import Decimal
 from itertools import islice
 
+from ..identifiers import IDENT
 from ..sql.sqltext import unquote
 
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_IDENT = IDENT
 _VALUE = r"(?:\$\d+|\?|-?\d+(?:\.\d+)?|'(?:[^']|'')*')"
 _SHAPE = re.compile(
     rf"\s*SELECT\s+(?P<sel>\*|count\s*\(\s*\*\s*\)(?:\s+(?:AS\s+)?{_IDENT})?|{_IDENT}(?:\s*,\s*{_IDENT})*)"
@@ -48,9 +49,6 @@ class Shape:
     limit: tuple | None
 
 
-ident = unquote
-
-
 def _value(text: str, marks: list) -> tuple:
     if text == "?":
         marks.append(None)
@@ -64,11 +62,15 @@ def _value(text: str, marks: list) -> tuple:
     return ("lit", int(text))
 
 
-def shape(text: str) -> Shape | None:
-    """The engine-answerable shape of ``text``, or ``None``."""
+def shape(text: str, dialect: str = "duckdb") -> Shape | None:
+    """The engine-answerable shape of ``text``, or ``None``; names are keys by ``dialect``'s rules."""
     m = _SHAPE.fullmatch(text)
     if not m:
         return None
+
+    def ident(name: str) -> str:
+        return unquote(name, dialect)
+
     view = ident(m.group("view"))
     alias = ident(m.group("alias")) if m.group("alias") else view
     sel = m.group("sel")

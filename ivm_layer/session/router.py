@@ -36,10 +36,11 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from ..identifiers import IDENT
 from ..sql.sqltext import skip_literal, unquote
 
 _SKIP = re.compile(r"(?:\s+|--[^\n]*|/\*.*?\*/)*", re.DOTALL)
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_IDENT = IDENT
 _NAME = re.compile(rf"({_IDENT})(?:\s*\.\s*({_IDENT}))?(?:\s*\.\s*({_IDENT}))?")
 _WORD = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _RETURNING = re.compile(r"\bRETURNING\b", re.IGNORECASE)
@@ -90,11 +91,12 @@ _DEFAULT_SCHEMAS = ("main", "public")
 class _Head:
     """A cursor over the head of a statement: keywords and names, comments skipped."""
 
-    __slots__ = ("catalogs", "pos", "text")
+    __slots__ = ("catalogs", "dialect", "pos", "text")
 
-    def __init__(self, text: str, catalogs: frozenset[str] = frozenset()):
+    def __init__(self, text: str, catalogs: frozenset[str] = frozenset(), dialect: str = "duckdb"):
         self.text = text
         self.catalogs = catalogs
+        self.dialect = dialect
         self.pos = _SKIP.match(text).end()
 
     def peek(self) -> str:
@@ -125,7 +127,7 @@ class _Head:
         if not m:
             return None, None, False
         self.pos = _SKIP.match(self.text, m.end()).end()
-        parts = [unquote(p) for p in m.groups() if p is not None]
+        parts = [unquote(p, self.dialect) for p in m.groups() if p is not None]
         if len(parts) == 1:
             local = True
         elif len(parts) == 2:
@@ -135,16 +137,37 @@ class _Head:
         return parts[-1], m.span(), local
 
 
+#: first words a session handles itself even when it has no incremental view (views created
+#: or dropped, DDL checked against the layer's own schema, transactions begun and ended);
+#: ``""``: a statement that starts with no word
+SESSION_HEADS = frozenset({"", "CREATE", "DROP", "ALTER", "BEGIN", "START", "COMMIT", "END", "ROLLBACK",
+                           "ABORT"})
+
+
 def first_word(text: str) -> str:
     """The statement's first keyword, upper-cased (``""`` when it starts with no word): what
-    a session with no incremental view needs to know of most statements (two regex steps)."""
+    a session with no incremental view needs to know of most statements (two regex steps).
+
+    >>> first_word("  /* note */ insert into t values (1)"), first_word("(SELECT 1)")
+    ('INSERT', '')
+    """
     return _Head(text).word()
 
 
-def route(text: str, catalogs: frozenset[str] = frozenset()) -> Route:
+def may_write(first: str) -> bool:
+    """Can a statement starting with ``first`` (see :func:`first_word`) change data? False
+    only for reads (SELECT, SHOW, …) and settings (SET, …).
+
+    >>> may_write("SELECT"), may_write("SET"), may_write("INSERT"), may_write("WITH")
+    (False, False, True, True)
+    """
+    return first not in _READ_HEADS and first not in _OTHER_HEADS
+
+
+def route(text: str, catalogs: frozenset[str] = frozenset(), dialect: str = "duckdb") -> Route:
     """Route one statement (no trailing semicolon needed). ``catalogs``: the names of the
     session's own database (lower-case), so that ``db.t`` and ``db.main.t`` are its table ``t``."""
-    h = _Head(text, catalogs)
+    h = _Head(text, catalogs, dialect)
     first = h.word()
     if not first:
         rest = text[h.pos:].lstrip()

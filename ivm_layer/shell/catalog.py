@@ -14,6 +14,7 @@ import re
 from typing import TYPE_CHECKING
 
 from ..errors import ShellError
+from ..identifiers import ascii_lower, resolve, sql_fold
 from .metaargs import plain_name, require
 from .render import render_result
 
@@ -89,7 +90,7 @@ def _listing(runner: ShellContext, title: str, sql: str, empty: str, args: list[
 
 def _view_names(runner: ShellContext) -> set[str]:
     try:
-        return {v.lower() for v in runner.session.views}
+        return set(runner.session.views)   # keys (ivm_layer.identifiers)
     except runner.db_errors:
         return set()
 
@@ -98,7 +99,7 @@ def tables(runner: ShellContext, args: list[str]) -> None:
     """``\\dt [PATTERN]``: tables (not the incremental views, which ``\\dv`` lists)."""
     require(args, 0, 1, "\\dt [PATTERN]")
     views = sorted(_view_names(runner))
-    skip = f" AND lower(c.relname) NOT IN ({', '.join(map(_literal, views))})" if views else ""
+    skip = f" AND c.relname NOT IN ({', '.join(map(_literal, views))})" if views else ""
     if _postgres(runner):
         cond, named = _filters(runner, args, "n.nspname", "c.relname", "pg_catalog.pg_table_is_visible(c.oid)")
         sql = ("SELECT n.nspname AS \"Schema\", c.relname AS \"Name\", "
@@ -110,7 +111,7 @@ def tables(runner: ShellContext, args: list[str]) -> None:
                f"{cond}{skip} ORDER BY 1, 2")
     else:
         cond, named = _filters(runner, args, "schema_name", "table_name")
-        skip = skip.replace("c.relname", "table_name")
+        skip = skip.replace("c.relname", sql_fold("table_name"))   # DuckDB keys: ASCII lower case
         sql = ("SELECT schema_name AS \"Schema\", table_name AS \"Name\", "
                "CASE WHEN temporary THEN 'temporary table' ELSE 'table' END AS \"Type\" "
                "FROM duckdb_tables() WHERE database_name IN (current_database(), 'temp') "
@@ -234,7 +235,7 @@ def describe(runner: ShellContext, args: list[str]) -> None:
                                    runner.display))
         return
     name, quoted = plain_name(args[0])
-    key = name if quoted else name.lower()
+    key = resolve(name, infos) if quoted else ascii_lower(name)
     if key in infos:
         i = infos[key]
         what = "Materialized incremental view" if i.kind == "materialized" else "Incremental view"
@@ -244,7 +245,7 @@ def describe(runner: ShellContext, args: list[str]) -> None:
             runner.write(f"Kind: {i.kind}\nClass: {i.query_class}\nRows: {i.rows}\nBase tables: {', '.join(i.tables)}\n"
                          f"Definition:\n    {i.definition}\n")
         return
-    match = f"table_name = {_literal(name)}" if quoted else f"lower(table_name) = {_literal(name.lower())}"
+    match = f"table_name = {_literal(name)}" if quoted else f"{sql_fold('table_name')} = {_literal(ascii_lower(name))}"
     res = runner.execute(
         "SELECT table_schema, column_name, data_type, is_nullable, column_default "
         f"FROM information_schema.columns WHERE {_catalog_filter(session)} AND {match} "

@@ -91,7 +91,7 @@ class AggregateTranslator:
                     raise SQLError(f"column {node.sql()!r} must appear in GROUP BY or be used in an "
                                    f"aggregate function{_where(node)}")
                 items.append(("group", self.group_keys.index(key)))
-                columns.append(name or node.name.lower())
+                columns.append(name or node.name)
                 continue
             if isinstance(node, exp.AggFunc):
                 items.append(("agg", self._aggregate(node)))
@@ -104,7 +104,7 @@ class AggregateTranslator:
         self.aliases = {}
         for (name, _node), item, col in zip(select_nodes, items, columns):
             if name is not None:
-                self.aliases[name.lower()] = ("agg", item[1]) if item[0] == "agg" else ("grp", item[1])
+                self.aliases[name] = ("agg", item[1]) if item[0] == "agg" else ("grp", item[1])
         having_node = sel.args.get("having")
         having = self._condition(having_node.this) if having_node is not None else None
         return self.group_keys, AggregateSpec(group_vars=list(self.group_keys), aggregates=self.aggregates,
@@ -161,7 +161,7 @@ class AggregateTranslator:
             try:
                 key = self.column(node)
             except SQLError:
-                alias = node.name.lower() if having and not node.table else None
+                alias = node.name if having and not node.table else None
                 if alias in self.aliases:  # HAVING revenue > 10, revenue a SELECT alias
                     return self.aliases[alias]
                 raise

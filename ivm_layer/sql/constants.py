@@ -96,7 +96,7 @@ def _constant_item(item: exp.Expression, n: int, dialect: str) -> ConstantTable 
             raise unsupported("unnest of something other than one constant array", item)
         values = [_const(x, item) for x in item.expressions[0].expressions]
         col = names[0] if names else alias_name or "unnest"
-        return ConstantTable(f"{PREFIX}{n}", [col.lower()], [_type_of(values, dialect)], [(v,) for v in values],
+        return ConstantTable(f"{PREFIX}{n}", [col], [_type_of(values, dialect)], [(v,) for v in values],
                              item.sql(dialect=dialect))
     if not isinstance(item, exp.Table):
         return None
@@ -122,7 +122,7 @@ def _constant_item(item: exp.Expression, n: int, dialect: str) -> ConstantTable 
     by = 1 if step is None else _const(step, item)
     values = _series(lo, hi, by, exclusive, item, dialect)
     col = names[0] if names else alias_name or default
-    return ConstantTable(f"{PREFIX}{n}", [col.lower()], [_type_of(values, dialect, series=True)],
+    return ConstantTable(f"{PREFIX}{n}", [col], [_type_of(values, dialect, series=True)],
                          [(v,) for v in values], item.sql(dialect=dialect))
 
 
@@ -184,7 +184,7 @@ def _values(node: exp.Values, names: list[str], name: str, dialect: str) -> Cons
         raise SQLError(f"VALUES has {width} columns but {len(names)} names{position(node)}")
     base = "column{}" if dialect == "postgres" else "col{}"
     default = [base.format(i + 1 if dialect == "postgres" else i) for i in range(width)]
-    cols = [c.lower() for c in names] + default[len(names):]
+    cols = list(names) + default[len(names):]
     types = []
     for i in range(width):
         column = [r[i] for r in rows]

@@ -77,7 +77,7 @@ def _fold(tree: Leaf | Node, joins: list[exp.Join], tables) -> Leaf | Node:
             left_names = {n for n, _ in visible(tree, tables, "duckdb")}
             node.using = [c for c, _ in visible(right, tables, "duckdb") if c in left_names]
         else:
-            node.using = [i.name.lower() for i in j.args.get("using") or []]
+            node.using = [i.name for i in j.args.get("using") or []]
         tree = node
     return tree
 
@@ -95,10 +95,10 @@ def _item(item: exp.Expression, tables) -> Leaf | Node:
     if not isinstance(item, exp.Table) or not isinstance(item.this, exp.Identifier):
         raise unsupported("FROM item in a join tree that is not a table or a parenthesized join "
                           "(name the subquery as a view of its own)", item)
-    name = item.name.lower()
+    name = item.name
     if name not in tables:
         raise SQLError(f"unknown table {item.name!r}{position(item)}; known: {', '.join(sorted(tables))}", sqlstate="42P01")
-    return Leaf((item.alias or item.name).lower(), name, item)
+    return Leaf(item.alias or item.name, name, item)
 
 
 def leaves(tree: Leaf | Node) -> list[Leaf]:
@@ -203,7 +203,7 @@ class JoinTreeTranslator:
                     self.used |= tree_vars(e)
                 continue
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
-                a = node.table.lower()
+                a = node.table
                 if a not in self.aliases:
                     raise SQLError(f"unknown table or alias {node.table!r}{position(node)}", sqlstate="42P01")
                 for c in self.tables[self.aliases[a]]:
@@ -215,7 +215,7 @@ class JoinTreeTranslator:
                 raise unsupported("window function over a join tree with outer joins (name the join as a "
                                   "view of its own)", node)
             exprs.append(self._expr(node, resolve))
-            columns.append(name or (node.name.lower() if isinstance(node, exp.Column) else user_text(node, 200)))
+            columns.append(name or (node.name if isinstance(node, exp.Column) else user_text(node, 200)))
         if not exprs:
             raise SQLError("empty SELECT list")
         pushed: dict[int, list[exp.Expression]] = {}
@@ -364,11 +364,11 @@ def resolver(scope: list[tuple[str, tuple]], aliases: set[str], alias_tables: di
     """Column → expression tree in a scope: ``alias.column`` for a table in ``aliases``, an
     unqualified name by the scope's ``SELECT *`` columns (a merged USING column is one)."""
     def resolve(col: exp.Column) -> tuple:
-        name = col.name.lower()
+        name = col.name
         if col.args.get("db") or col.args.get("catalog"):
             raise unsupported("schema-qualified column", col)
         if col.table:
-            q = col.table.lower()
+            q = col.table
             if q not in aliases:
                 raise SQLError(f"unknown table or alias {col.table!r}{position(col)}", sqlstate="42P01")
             if name not in tables[alias_tables[q]]:

@@ -32,12 +32,12 @@ def derived(select: exp.Select, tables: dict[str, list[str]], dialect: str, tran
         body = item.this if isinstance(item, exp.Subquery) else item
         if not isinstance(body, exp.Select):
             raise unsupported("set operation in FROM (name it as a view of its own)", item)
-        alias = ((item.alias_or_name if isinstance(item, exp.Subquery) else "") or "sub").lower()
+        alias = ((item.alias_or_name if isinstance(item, exp.Subquery) else "") or "sub")
         relation = f"__nested_{alias}"
         while relation in extended:
             relation += "_"
         inner = translate(body, tables, dialect)
-        cols = [c.lower() for c in definition_columns(inner)]
+        cols = list(definition_columns(inner))
         if len(set(cols)) != len(cols):
             raise SQLError(f"the subquery {alias!r} has duplicate column names ({', '.join(cols)}): "
                            "give its columns distinct aliases")
@@ -76,10 +76,10 @@ def aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: st
                     raise unsupported("* in a GROUP BY query", col)
                 owner = column_owner(col, aliases, tables)
                 if owner is None:
-                    if col.table or any(col.name.lower() in tables.get(t, []) for t in aliases.values()):
+                    if col.table or any(col.name in tables.get(t, []) for t in aliases.values()):
                         raise SQLError(f"column {col.sql()!r} is ambiguous: qualify it with its table")
                     continue  # a SELECT alias (HAVING revenue > 10)
-                name = used.setdefault((owner, col.name.lower()), f"{owner}__{col.name.lower()}")
+                name = used.setdefault((owner, col.name), f"{owner}__{col.name}")
                 col.replace(exp.column(name, "q__"))
     inner = select.copy()
     for key in ("group", "having", "order", "limit", "distinct"):
@@ -90,7 +90,7 @@ def aggregate_over(select: exp.Select, tables: dict[str, list[str]], dialect: st
     relation = "__nested_q__"
     inner_def = translate(inner, tables, dialect)
     extended = dict(tables)
-    extended[relation] = [c.lower() for c in definition_columns(inner_def)]
+    extended[relation] = list(definition_columns(inner_def))
     from_key = "from_" if outer.args.get("from_") is not None else "from"
     outer.set(from_key, exp.From(this=exp.Table(this=exp.to_identifier(relation),
                                                 alias=exp.TableAlias(this=exp.to_identifier("q__")))))
@@ -109,7 +109,7 @@ def _group_items(select: exp.Select, aliases, tables) -> list[exp.Expression]:
     group = select.args.get("group")
     if group is None:
         return []
-    items = {it.alias.lower(): it.this for it in select.expressions if isinstance(it, exp.Alias)}
+    items = {it.alias: it.this for it in select.expressions if isinstance(it, exp.Alias)}
     out = []
     for g in group.expressions:
         g = strip_parens(g)
@@ -117,9 +117,9 @@ def _group_items(select: exp.Select, aliases, tables) -> list[exp.Expression]:
                 and 1 <= int(g.this) <= len(select.expressions):
             item = select.expressions[int(g.this) - 1]
             g = item.this if isinstance(item, exp.Alias) else item
-        elif isinstance(g, exp.Column) and not g.table and g.name.lower() in items \
-                and not any(g.name.lower() in tables.get(t, []) for t in aliases.values()):
-            g = items[g.name.lower()]
+        elif isinstance(g, exp.Column) and not g.table and g.name in items \
+                and not any(g.name in tables.get(t, []) for t in aliases.values()):
+            g = items[g.name]
         out.append(strip_parens(g))
     return out
 

@@ -40,8 +40,8 @@ def outer_join(select: exp.Select, tables, dialect: str, translate):
         if not isinstance(t, exp.Table):
             raise unsupported("outer join of a subquery", t)
     aliases = table_aliases(select)
-    first = (from_.this.alias or from_.this.name).lower()
-    joined = (j.this.alias or j.this.name).lower()
+    first = (from_.this.alias or from_.this.name)
+    joined = (j.this.alias or j.this.name)
     inner = select.copy()
     for x in inner.args["joins"]:
         if x.side:
@@ -96,11 +96,11 @@ def _padded(select: exp.Select, j: exp.Join, nulled: str, aliases: dict[str, str
     out = select.copy()
     from_ = out.args.get("from_") or out.args.get("from")
     from_key = "from_" if out.args.get("from_") is not None else "from"
-    if (from_.this.alias or from_.this.name).lower() == nulled:  # RIGHT JOIN: the joined table stays
+    if (from_.this.alias or from_.this.name) == nulled:  # RIGHT JOIN: the joined table stays
         out.set(from_key, exp.From(this=out.args["joins"][0].this.copy()))
         out.set("joins", None)
     else:
-        out.set("joins", [x for x in out.args["joins"] if (x.this.alias or x.this.name).lower() != nulled] or None)
+        out.set("joins", [x for x in out.args["joins"] if (x.this.alias or x.this.name) != nulled] or None)
     out.set("expressions", _null_items(out.expressions, nulled, aliases, tables, null_cols))
     where = out.args.get("where")
     conjs = [_nullify(c.copy(), nulled, aliases, tables) for c in (conjuncts(where.this) if where else [])]
@@ -128,7 +128,7 @@ def _null_items(items, nulled: str, aliases, tables, null_cols) -> list[exp.Expr
                     out.append(exp.alias_(exp.Null(), c) if a == nulled else exp.column(c, a))
             continue
         if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
-            a = node.table.lower()
+            a = node.table
             for c in tables.get(aliases.get(a, ""), []):
                 out.append(exp.alias_(exp.Null(), c) if a == nulled else exp.column(c, a))
             continue

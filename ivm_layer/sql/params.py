@@ -11,11 +11,14 @@ placeholders (``$acc``, ``:acc``) are addressed by name; positional ones (``$1``
 
 from __future__ import annotations
 
+from typing import Any
+
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..errors import SQLError, UnsupportedSQLError
+from ..identifiers import ascii_lower, normalize_tree
 
 HIDDEN = "__param_"
 RANGE = "__range_"
@@ -31,11 +34,11 @@ def _placeholder_name(node: exp.Expression, counter: list[int]) -> str | None:
             counter[0] += 1
             return f"p{counter[0]}"
         text = str(this.name if isinstance(this, exp.Expression) else this)
-        return f"p{text}" if text.isdigit() else text.lower()
+        return f"p{text}" if text.isdigit() else ascii_lower(text)
     if isinstance(node, exp.Parameter):
         this = node.this
         text = this.name if isinstance(this, exp.Expression) else str(this)
-        return f"p{text}" if text.isdigit() else text.lower()
+        return f"p{text}" if text.isdigit() else ascii_lower(text)
     return None
 
 
@@ -64,7 +67,7 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str], l
     if "$" not in sql and "?" not in sql and ":" not in sql:
         return sql, [], []
     try:
-        tree = sqlglot.parse_one(sql, read=dialect)
+        tree = normalize_tree(sqlglot.parse_one(sql, read=dialect), dialect)
     except SqlglotError:
         return sql, [], []  # the translator reports the parse error
     if not any(isinstance(n, (exp.Placeholder, exp.Parameter)) for n in tree.walk()):
@@ -149,9 +152,20 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str], l
             not (n.startswith("p") and n[1:].isdigit()) for n in names):
         raise SQLError("do not mix positional ($1, ?) and named ($name) parameters in one view")
     extra = []
+    grouped = tree.args.get("group") is not None or any(
+        isinstance(n, exp.AggFunc) for e in tree.expressions for n in e.walk())
+    if grouped and ranges:
+        raise UnsupportedSQLError("range parameters (col < $p, BETWEEN $lo AND $hi) are not supported with "
+                                  "GROUP BY / aggregates yet; use equality parameters (col = $p)")
     for name in names:
         first, *rest = columns[name]
         tree.append("expressions", exp.alias_(first.copy(), HIDDEN + name, quoted=True))
+        if grouped:  # a parameterized aggregate: one group (set) per input value
+            group = tree.args.get("group")
+            if group is None:
+                tree.set("group", exp.Group(expressions=[first.copy()]))
+            else:
+                group.append("expressions", first.copy())
         extra += [exp.EQ(this=first.copy(), expression=c.copy()) for c in rest]
     out_ranges = []
     for k, (name, op, col) in enumerate(ranges):
@@ -162,3 +176,44 @@ def extract_params(sql: str, dialect: str = "duckdb") -> tuple[str, list[str], l
         cond = _and(([w.this] if w is not None else []) + extra)
         tree.set("where", exp.Where(this=cond))
     return tree.sql(dialect=dialect), names, out_ranges
+
+
+def literal_columns(sql: str, dialect: str = "duckdb") -> tuple[str, list[tuple[int, str, Any]]]:
+    """Constant SELECT items of a parameterized view (004's Boolean lookups, ``SELECT 1 AS hit
+    … WHERE r.a = $a``): the SQL without them and ``(position, name, value)`` of each, which
+    the view puts back into every output row. Integer, string and Boolean literals only; a
+    query with ``DISTINCT``, ``GROUP BY`` or aggregates is returned unchanged. O(query size)."""
+    try:
+        tree = sqlglot.parse_one(sql, read=dialect)
+    except SqlglotError:
+        return sql, []
+    if not isinstance(tree, exp.Select) or tree.args.get("distinct") or tree.args.get("group") or any(
+            isinstance(n, exp.AggFunc) for n in tree.walk()):
+        return sql, []
+    keep, out = [], []
+    for pos, e in enumerate(tree.expressions):
+        value = _literal(e.this if isinstance(e, exp.Alias) else e)
+        if value is _NOT_LITERAL:
+            keep.append(e)
+        else:
+            out.append((pos, e.alias if isinstance(e, exp.Alias) else e.sql(dialect=dialect), value))
+    if not out or not keep:  # nothing to take out, or nothing (not even a parameter) left to select
+        return sql, []
+    tree.set("expressions", keep)
+    return tree.sql(dialect=dialect), out
+
+
+_NOT_LITERAL = object()
+
+
+def _literal(e: exp.Expression) -> Any:
+    if isinstance(e, exp.Boolean):
+        return bool(e.this)
+    if isinstance(e, exp.Neg) and isinstance(e.this, exp.Literal) and e.this.is_int:
+        return -int(e.this.this)
+    if isinstance(e, exp.Literal):
+        if e.is_string:
+            return e.this
+        if e.is_int:
+            return int(e.this)
+    return _NOT_LITERAL

@@ -16,6 +16,7 @@ from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
 from ..errors import SQLError, UnsupportedSQLError
+from ..identifiers import normalize_tree
 from .literals import unsupported, user_text
 
 #: Deepest expression nesting accepted (DuckDB itself stops at a few hundred levels).
@@ -46,7 +47,7 @@ def parse_statements(sql: str, dialect: str = "duckdb", what: str = "SQL") -> li
     limit = sys.getrecursionlimit()
     try:
         sys.setrecursionlimit(max(limit, 20000))
-        return [s for s in sqlglot.parse(sql, read=dialect) if s is not None]
+        return [normalize_tree(s, dialect) for s in sqlglot.parse(sql, read=dialect) if s is not None]
     except SqlglotError as e:
         raise SQLError(f"cannot parse {what}: {_first_line(e)}") from None
     except RecursionError:
@@ -133,14 +134,14 @@ def _expand_ctes(select: exp.Select) -> exp.Select:
     bodies: dict[str, exp.Expression] = {}
     for cte in with_.expressions:
         body = _replace_refs(cte.this.copy(), bodies)
-        bodies[cte.alias_or_name.lower()] = body
+        bodies[cte.alias_or_name] = body
     select.set(key, None)
     return _replace_refs(select, bodies)
 
 
 def _replace_refs(node: exp.Expression, bodies: dict[str, exp.Expression]) -> exp.Expression:
     for table in list(node.find_all(exp.Table)):
-        name = table.name.lower()
+        name = table.name
         if name in bodies and not table.args.get("db") and isinstance(table.this, exp.Identifier):
             alias = table.alias or table.name
             table.replace(exp.Subquery(this=bodies[name].copy(), alias=exp.TableAlias(this=exp.to_identifier(alias))))

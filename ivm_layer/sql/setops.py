@@ -22,9 +22,9 @@ _ALLOWED = {"this", "expression", "distinct", "with", "with_", "by_name", "side"
 
 def translate_definition(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ | SetOperation | SemiJoin:
     """A view definition: a GCQ, or a set operation over GCQs."""
-    tables = normalize_schema(schema)
+    tables = normalize_schema(schema, dialect)
     tree = parse_select(sql, dialect)
-    types = schema_types(schema)
+    types = schema_types(schema, dialect)
     try:
         if isinstance(tree, exp.Select):
             d = translate_select_tree(tree, tables, dialect)

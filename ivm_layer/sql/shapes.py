@@ -76,21 +76,21 @@ def table_aliases(select: exp.Select) -> dict[str, str]:
             tables = [t for t in item.this.find_all(exp.Table)]
         for t in tables:
             if isinstance(t.this, exp.Identifier):
-                out[(t.alias or t.name).lower()] = t.name.lower()
+                out[t.alias or t.name] = t.name
     return out
 
 
 def column_owner(col: exp.Column, aliases: dict[str, str], tables) -> str | None:
     if col.table:
-        return col.table.lower()
-    owners = [a for a, t in aliases.items() if col.name.lower() in tables.get(t, [])]
+        return col.table
+    owners = [a for a, t in aliases.items() if col.name in tables.get(t, [])]
     return owners[0] if len(owners) == 1 else None
 
 
 def item_name(item: exp.Expression) -> str:
     """The name DuckDB gives an unaliased SELECT item."""
     if isinstance(item, exp.Column):
-        return item.name.lower()
+        return item.name
     if isinstance(item, exp.Count) and isinstance(item.this, exp.Star):
         return "count_star()"
     return user_text(item, 200).lower()

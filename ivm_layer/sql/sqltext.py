@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import re
 
+from ..identifiers import fold
+
 _DOLLAR = re.compile(r"\$([A-Za-z_]\w*)?\$")
 
 
@@ -34,8 +36,9 @@ def skip_literal(text: str, i: int) -> int | None:
     return None
 
 
-def unquote(ident: str) -> str:
-    """An identifier as DuckDB/PostgreSQL resolve it: a quoted one unquoted, lower-cased."""
+def unquote(ident: str, dialect: str = "duckdb") -> str:
+    """The key of an identifier as written in SQL text (a quoted one unquoted), by the rules
+    of ``dialect`` (:func:`ivm_layer.identifiers.fold`)."""
     if ident.startswith('"'):
-        return ident[1:-1].replace('""', '"').lower()
-    return ident.lower()
+        return fold(ident[1:-1].replace('""', '"'), True, dialect)
+    return fold(ident, False, dialect)

@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
 from ..errors import SQLError, UnsupportedSQLError
+from ..identifiers import ascii_lower, fold, normalize_tree
 
 if TYPE_CHECKING:  # pragma: no cover - sqlglot loads when a statement is first classified
     from sqlglot import exp
@@ -126,15 +127,15 @@ def _table_names(node: exp.Expression) -> list[str]:
     from sqlglot import exp
 
     names: list[str] = []
-    ctes = {c.alias_or_name.lower() for c in node.find_all(exp.CTE)}
+    ctes = {c.alias_or_name for c in node.find_all(exp.CTE)}
     for t in node.find_all(exp.Table):
         if not isinstance(t.this, exp.Identifier):
             continue
         if t.args.get("db") or t.args.get("catalog"):
             db = t.args.get("db")
-            if db is None or db.name.lower() not in ("main", "temp") or t.args.get("catalog"):
+            if db is None or db.name not in ("main", "temp") or t.args.get("catalog"):
                 continue  # another schema: never a session view or a tracked table
-        name = t.name.lower()
+        name = t.name
         if name in ctes and not t.args.get("db"):
             continue
         if name not in names:
@@ -182,11 +183,12 @@ def classify(sql: str, dialect: str = "duckdb") -> Statement:
         return Passthrough(text, "UNKNOWN")
     if node is None:
         return Passthrough(text, "UNKNOWN")
+    normalize_tree(node, dialect)
     if isinstance(node, exp.Query):
         return SelectStatement(text, _table_names(node))
     if isinstance(node, exp.Drop):
         kind = str(node.args.get("kind") or "").upper()
-        targets = [t.name.lower() for t in node.find_all(exp.Table)]
+        targets = [t.name for t in node.find_all(exp.Table)]
         if kind == "VIEW":
             return DropView(text, targets, bool(node.args.get("exists")))
         return Passthrough(text, "DROP", targets, targets, drop_kind=kind)
@@ -196,14 +198,14 @@ def classify(sql: str, dialect: str = "duckdb") -> Statement:
     if isinstance(node, (exp.Insert, exp.Update, exp.Delete, exp.Merge, exp.TruncateTable)):
         tgt = node.this
         if isinstance(node, exp.TruncateTable):
-            targets = [t.name.lower() for t in node.expressions if isinstance(t, exp.Table)]
+            targets = [t.name for t in node.expressions if isinstance(t, exp.Table)]
         else:
             if isinstance(tgt, exp.Schema):
                 tgt = tgt.this
-            targets = [tgt.name.lower()] if isinstance(tgt, exp.Table) else None
+            targets = [tgt.name] if isinstance(tgt, exp.Table) else None
     elif isinstance(node, exp.Alter):
         tgt = node.this
-        targets = [tgt.name.lower()] if isinstance(tgt, exp.Table) else None
+        targets = [tgt.name] if isinstance(tgt, exp.Table) else None
     elif isinstance(node, exp.Command):
         kind = "UNKNOWN"
     return Passthrough(text, kind, tables, targets)
@@ -251,7 +253,7 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
         columns = [c.name for c in target.expressions]
         target = target.this
     if not isinstance(target, exp.Table) or target.args.get("catalog") or (
-            target.args.get("db") and target.args["db"].name.lower() != "main"):
+            target.args.get("db") and target.args["db"].name != "main"):
         raise SQLError("an incremental view name must be a plain name (no schema)")
     body = node.expression
     if not isinstance(body, exp.Expression):
@@ -269,7 +271,7 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
         raise UnsupportedSQLError(f"unsupported in incremental views: {str(e).splitlines()[0]}") from None
     return CreateIncrementalView(
         text=text,
-        name=target.name.lower(),
+        name=target.name,
         select_sql=select_sql,
         materialized=materialized,
         or_replace=or_replace,
@@ -277,11 +279,11 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
         columns=columns,
         tables=_table_names(body),
         create=node,
-        static=_static_option(node),
+        static=_static_option(node, dialect),
     )
 
 
-def _static_option(node: exp.Create) -> list[str]:
+def _static_option(node: exp.Create, dialect: str = "duckdb") -> list[str]:
     """The table names of a ``WITH (static = 'a, b')`` view option; other options are refused."""
     from sqlglot import exp
 
@@ -296,7 +298,9 @@ def _static_option(node: exp.Create) -> list[str]:
         if not isinstance(value, exp.Literal) or not value.is_string:
             raise SQLError("WITH (static = …) takes a quoted, comma-separated list of table names")
         for name in value.this.split(","):
-            name = name.strip().lower()
+            name = name.strip()
+            quoted = len(name) > 1 and name[0] == name[-1] == '"'
+            name = fold(name[1:-1].replace('""', '"') if quoted else name, quoted, dialect)
             if not name:
                 continue
             if name not in out:
@@ -317,7 +321,7 @@ def named_columns(name: str, listed: list[str] | None, described: list[str]) -> 
     out = list(listed) + list(described[len(listed):])
     seen: set[str] = set()
     for c in out:
-        if c.lower() in seen:
+        if ascii_lower(c) in seen:
             raise SQLError(f"view {name}: column {c!r} is named more than once (name it in the column list)")
-        seen.add(c.lower())
+        seen.add(ascii_lower(c))
     return out

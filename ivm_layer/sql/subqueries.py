@@ -132,11 +132,11 @@ def _outer_refs(sub: exp.Select, outer_aliases: dict[str, str], tables) -> list[
     inner_cols = {c for t in inner.values() for c in tables.get(t, [])}
     out = []
     for col in sub.find_all(exp.Column):
-        q = col.table.lower() if col.table else None
+        q = col.table if col.table else None
         if q is not None:
             outer = q not in inner and q in outer_aliases
         else:  # unqualified: the subquery's own tables first
-            name = col.name.lower()
+            name = col.name
             outer = name not in inner_cols and any(name in tables.get(t, []) for t in outer_aliases.values())
         if outer:
             out.append(col)

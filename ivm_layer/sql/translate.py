@@ -72,7 +72,7 @@ class _UnionFind:
 
 def translate_select(sql: str, schema: dict, dialect: str = "duckdb") -> GCQ:
     """Translate a select–from–where query into a GCQ over ``schema``."""
-    tables = normalize_schema(schema)
+    tables = normalize_schema(schema, dialect)
     select = parse_select(sql, dialect)
     if not isinstance(select, exp.Select):
         raise _unsupported("UNION / INTERSECT / EXCEPT here", select)
@@ -160,7 +160,7 @@ class _Translator(ComparisonReader):
             if method and method != "NATURAL":
                 raise _unsupported(f"{method} JOIN", join)
             self._add_table(join.this)
-            using = [ident.name.lower() for ident in join.args.get("using") or []]
+            using = [ident.name for ident in join.args.get("using") or []]
             if method == "NATURAL":
                 right = self.tables[self.aliases[self.alias_order[-1]]]
                 left = {c for a in self.alias_order[:-1] for c in self.tables[self.aliases[a]]
@@ -207,12 +207,12 @@ class _Translator(ComparisonReader):
         if alias is not None and alias.args.get("columns"):
             raise _unsupported("column aliases on a FROM table (name the columns in the SELECT list)", node)
         if node.args.get("db") or node.args.get("catalog"):
-            name = node.sql().lower()
+            name = ".".join(part.name for part in node.parts)
         else:
-            name = node.name.lower()
+            name = node.name
         if name not in self.tables:
             raise SQLError(f"unknown table {node.name!r}{_position(node)}; known: {', '.join(sorted(self.tables))}", sqlstate="42P01")
-        alias = (node.alias or node.name).lower()
+        alias = node.alias or node.name
         if alias in self.aliases:
             raise SQLError(f"duplicate table alias {alias!r}{_position(node)}: give each occurrence its own alias")
         self.aliases[alias] = name
@@ -246,8 +246,8 @@ class _Translator(ComparisonReader):
 
     # -- columns ------------------------------------------------------------------------
     def _column(self, col: exp.Column) -> str:
-        name = col.name.lower()
-        qual = col.table.lower() if col.table else None
+        name = col.name
+        qual = col.table if col.table else None
         if col.args.get("db") or col.args.get("catalog"):
             raise _unsupported("schema-qualified column", col)
         if qual is not None:
@@ -298,14 +298,14 @@ class _Translator(ComparisonReader):
                     outs.append((c, ("var", self._column(exp.column(c, alias)))))
                 continue
             if isinstance(node, exp.Column) and isinstance(node.this, exp.Star):
-                alias = node.table.lower()
+                alias = node.table
                 if alias not in self.aliases:
                     raise SQLError(f"unknown table or alias {node.table!r}{_position(node)}", sqlstate="42P01")
                 for c in self.tables[self.aliases[alias]]:
                     outs.append((c, ("var", self._column(exp.column(c, alias)))))
                 continue
             if isinstance(node, exp.Column):
-                outs.append((name or node.name.lower(), ("var", self._column(node))))
+                outs.append((name or node.name, ("var", self._column(node))))
                 continue
             if isinstance(node, exp.Window) or node.find(exp.Window) is not None:
                 raise _unsupported("window function", node)

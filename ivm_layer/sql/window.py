@@ -22,7 +22,7 @@ from decimal import Decimal
 
 from sqlglot import exp
 
-from ..errors import IVMError, SQLError
+from ..errors import InternalError, IVMError, SQLError
 from ..query import RANKING, ProjectionSpec, WindowFunc, WindowQuery, WindowSpec, tree_vars
 from .aggregates import is_aggregate_query
 from .jointree import read_from, visible
@@ -66,7 +66,7 @@ class _Builder:
         self.hidden: dict[str, int] = {}  # SQL text of an inner item -> its position
         self.items: list[exp.Expression] = []
         self.windows: list[tuple[tuple, WindowFunc, str]] = []  # (level key, function, var name)
-        self.named = {w.this.name.lower(): w for w in select.args.get("windows") or []
+        self.named = {w.this.name: w for w in select.args.get("windows") or []
                       if isinstance(w.this, exp.Identifier)}
         self.scope = _scope(select, tables, dialect)
 
@@ -92,7 +92,7 @@ class _Builder:
         return node
 
     def window(self, w: exp.Window) -> exp.Column:
-        base = self.named.get(w.alias.lower()) if isinstance(w.args.get("alias"), exp.Identifier) else None
+        base = self.named.get(w.alias) if isinstance(w.args.get("alias"), exp.Identifier) else None
         if isinstance(w.args.get("alias"), exp.Identifier) and base is None:
             raise SQLError(f"unknown window {w.alias!r}{position(w)}", sqlstate="42704")
         partition = w.args.get("partition_by") or (base.args.get("partition_by") if base is not None else None) or []
@@ -188,7 +188,7 @@ class _Builder:
                 continue
             items.append(self.rewrite(node))
             columns.append(item.alias if isinstance(item, exp.Alias) else
-                           node.name.lower() if isinstance(node, exp.Column) else user_text(node, 200))
+                           node.name if isinstance(node, exp.Column) else user_text(node, 200))
         qualify = sel.args.get("qualify")
         conds = [self.rewrite(c) for c in conjuncts(qualify.this)] if qualify is not None else []
         if not self.items:
@@ -201,7 +201,7 @@ class _Builder:
                                   for i, e in enumerate(self.items)])
         inner_def = self.translate(inner, self.tables, self.dialect)
         if len(definition_columns(inner_def)) != len(self.items):
-            raise IVMError("internal: the inner query of a window view has an unexpected width")
+            raise InternalError("internal: the inner query of a window view has an unexpected width")
         # levels: one per OVER clause, in order of first use
         order: list[tuple] = []
         for key, _f, _v in self.windows:
@@ -228,7 +228,7 @@ class _Builder:
         except IVMError:
             raise unsupported("* with window functions over a FROM subquery (list the columns)", node) from None
         if isinstance(node, exp.Column):  # t.*
-            a = node.table.lower()
+            a = node.table
             names = {x for x in _aliases(tree)}
             if a not in names:
                 raise SQLError(f"unknown table or alias {node.table!r}{position(node)}", sqlstate="42P01")
@@ -392,14 +392,14 @@ def top_n(select: exp.Select, tables, dialect: str, translate) -> WindowQuery | 
     if sub.this.args.get("distinct") is not None or any(select.args.get(k) for k in ("order", "limit", "offset")):
         return None
     inner = window_query(sub.this, tables, dialect, translate)
-    alias = (sub.alias or "").lower()
-    cols = [c.lower() for c in inner.projection.columns]
+    alias = sub.alias or ""
+    cols = list(inner.projection.columns)
     subst = {f"\0s{i}": e for i, e in enumerate(inner.projection.exprs)}
 
     def column(col: exp.Column) -> str:
-        if col.table and col.table.lower() != alias:
+        if col.table and col.table != alias:
             raise SQLError(f"unknown table or alias {col.table!r}{position(col)}", sqlstate="42P01")
-        hits = [i for i, c in enumerate(cols) if c == col.name.lower()]
+        hits = [i for i, c in enumerate(cols) if c == col.name]
         if not hits:
             raise SQLError(f"unknown column {col.name!r}{position(col)}", sqlstate="42703")
         if len(hits) > 1:
@@ -416,7 +416,7 @@ def top_n(select: exp.Select, tables, dialect: str, translate) -> WindowQuery | 
             continue
         exprs.append(_substitute(tr.expr(node), subst))
         columns.append(item.alias if isinstance(item, exp.Alias) else
-                       node.name.lower() if isinstance(node, exp.Column) else user_text(node, 200))
+                       node.name if isinstance(node, exp.Column) else user_text(node, 200))
     where = select.args.get("where")
     residual = list(inner.projection.residual)
     texts = list(inner.projection.texts or [""] * len(residual))
@@ -426,7 +426,7 @@ def top_n(select: exp.Select, tables, dialect: str, translate) -> WindowQuery | 
         residual.append(_substitute(tr.expr(c), subst))
         texts.append(user_text(c, 120))
     if any("\0" in v for e in exprs + residual for v in tree_vars(e)):
-        raise IVMError("internal: an outer column of a Top-N query was not resolved")
+        raise InternalError("internal: an outer column of a Top-N query was not resolved")
     spec = ProjectionSpec(exprs, columns, residual, texts, select.args.get("distinct") is not None, dialect)
     return place_caps(WindowQuery(inner.inner, inner.levels, inner.names, spec))
 
@@ -443,7 +443,7 @@ def order_limit(select: exp.Select, tables, dialect: str, translate) -> WindowQu
         raise unsupported("ORDER BY inside an incremental view (a view is an unordered bag: order or limit "
                           "when you read it)", order)
     items = list(select.expressions)
-    aliases = {it.alias.lower(): it.this for it in items if isinstance(it, exp.Alias)}
+    aliases = {it.alias: it.this for it in items if isinstance(it, exp.Alias)}
     keys = []
     for o in order.expressions:
         e = strip_parens(o.this)
@@ -453,8 +453,8 @@ def order_limit(select: exp.Select, tables, dialect: str, translate) -> WindowQu
                 raise SQLError(f"ORDER BY position {n} is not in the select list{position(o)}")
             item = items[n - 1]
             e = item.this if isinstance(item, exp.Alias) else item
-        elif isinstance(e, exp.Column) and not e.table and e.name.lower() in aliases:
-            e = aliases[e.name.lower()]
+        elif isinstance(e, exp.Column) and not e.table and e.name in aliases:
+            e = aliases[e.name]
         key = o.copy()
         key.set("this", e.copy())
         keys.append(key)

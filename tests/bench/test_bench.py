@@ -215,3 +215,45 @@ def test_pull_mode_in_batches_equals_one_at_a_time():
     assert c["batch"] == 1 and "one update at a time" in c["mode"]
     assert (c["view_size"], c["fingerprint"]) == (a["view_size"], a["fingerprint"])
     assert a["fingerprint"] is not None and (a["view_size"], a["fingerprint"]) == (b["view_size"], b["fingerprint"])
+
+
+def test_pull_mode_reports_the_median_of_rounds_without_the_first_touch():
+    """ivm bench's ivm-pull: several rounds on fresh views (the same view each time), the
+    steady-state median, and each table's first update (code generation) timed apart."""
+    w = wl.get("Q2")
+    stream = w.stream(200)
+    one = systems.run("ivm-pull", w, stream, dict(CFG, engine_batch=1))
+    many = systems.run("ivm-pull", w, stream, dict(CFG, engine_batch=1, min_rounds=3, budget_s=60))
+    assert one["rounds"] == 1 and many["rounds"] >= 3
+    assert len(many["us_per_update_rounds"]) == many["rounds"]
+    assert many["us_per_update"] == sorted(many["us_per_update_rounds"])[many["rounds"] // 2]
+    assert (many["view_size"], many["fingerprint"]) == (one["view_size"], one["fingerprint"])
+    assert many["updates"] == len(stream) and 0 < many["first_updates_s"] < many["stream_s"]
+    assert systems._first_touches(stream) == sorted({t: i for i, (t, _, _) in reversed(list(enumerate(stream)))}.values())
+
+
+def test_a_baseline_checkout_measures_its_own_engine(tmp_path):
+    """--baseline DIR: the baseline's lazily loaded names (compile_view) come from DIR's copy,
+    not from this checkout (which made ivm-base silently measure the current engine)."""
+    import os
+    import shutil
+    import sys
+
+    import ivm_layer
+    from ivm_layer.bench.floor import load_engine
+
+    src = os.path.dirname(ivm_layer.__file__)
+    shutil.copytree(src, tmp_path / "ivm_layer", ignore=shutil.ignore_patterns("__pycache__"))
+    name = "ivm_baseline_under_test"
+    try:
+        mod = load_engine(str(tmp_path), name)
+        fn = mod.compile_view
+        assert sys.modules[fn.__module__].__file__.startswith(str(tmp_path / "ivm_layer"))
+        assert fn is not ivm_layer.compile_view
+        v = fn("SELECT r.a, s.c FROM r JOIN s ON r.b = s.b", {"r": ["a", "b"], "s": ["b", "c"]})
+        v.insert("r", (1, 2))
+        v.insert("s", (2, 3))
+        assert type(v).__module__.startswith(name + ".") and list(v.rows()) == [((1, 3), 1)]
+    finally:
+        for m in [m for m in sys.modules if m == name or m.startswith(name + ".")]:
+            del sys.modules[m]

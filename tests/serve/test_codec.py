@@ -193,3 +193,21 @@ def _read_until_ready(s: socket.socket) -> None:
         buf += s.recv(65536)
         if any(k == "Z" for k, _ in codec.backend_messages(buf)):
             return
+
+
+def test_infinite_dates_and_timestamps_go_out_as_postgresql_infinities():
+    """Issue 29 case 4: the engine's ±infinity leaves ``ivm serve`` as PostgreSQL's, in text and
+    binary (DATEVAL_NOEND/NOBEGIN, DT_NOEND/NOBEGIN), and 9999-12-31 stays a date."""
+    import datetime as dt
+    import struct as st
+
+    from ivm_layer.engine import temporal as tp
+    from ivm_layer.serve import pgtypes as pt
+
+    assert pt._TEXT_OUT[pt.DATE](tp.DATE_INF) == "infinity"
+    assert pt._TEXT_OUT[pt.DATE](dt.date.max) == "9999-12-31"
+    assert pt._TEXT_OUT[pt.TIMESTAMPTZ](tp.TSTZ_NEG_INF) == "-infinity"
+    assert pt._TEXT_OUT[pt.TIMESTAMP](tp.TS_INF) == "infinity"
+    assert pt._date_send(tp.DATE_NEG_INF) == st.pack("!i", -(2**31))
+    assert pt._timestamp_send(tp.TS_INF) == st.pack("!q", 2**63 - 1)
+    assert pt._timestamptz_send(tp.TSTZ_NEG_INF) == st.pack("!q", -(2**63))

@@ -16,7 +16,7 @@ from decimal import Decimal
 import psycopg
 
 import ivm_layer
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 TABLES = {"a": "k INTEGER, v INTEGER", "b": "k INTEGER, j INTEGER, v INTEGER", "c": "j INTEGER, v INTEGER",
           "d": "k INTEGER, j INTEGER", "t": "g INTEGER, x INTEGER, y INTEGER, z DECIMAL(6,2)"}

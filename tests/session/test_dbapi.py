@@ -103,7 +103,7 @@ def test_old_import_paths_still_work():
     from ivm_layer.io.postgres.conninfo import ConnectionTargetError, PostgresError
     from ivm_layer.maintain.checkpoint import CheckpointError
     from ivm_layer.session.core import SubscriberWarning
-    from ivm_layer.session.duckdb.session import CatalogWarning, SourceGoneError
+    from ivm_layer.session.duckdb.session import CatalogWarning, SourceGoneError  # re-exported there too
     from ivm_layer.session.postgres.session import (
         CatalogError,
         LagWarning,

@@ -8,7 +8,7 @@ import pytest
 
 import ivm_layer
 from ivm_layer import IVMError, SQLError, UnsupportedSQLError
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 VIEWS = {
     # equi-join

@@ -10,7 +10,8 @@ import pytest
 
 from ivm_layer import IVMError, SQLError
 from ivm_layer.session.core import SubscriberWarning
-from ivm_layer.session.duckdb.session import CatalogWarning, SourceGoneError, connect
+from ivm_layer.errors import CatalogWarning, SourceGoneError
+from ivm_layer.session import connect
 
 
 def _file_db(tmp_path):

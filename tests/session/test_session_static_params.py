@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from ivm_layer import IVMError
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 STATIC_VIEW = "SELECT o.id, o.nk, o.amount, n.name FROM orders o JOIN nation n ON o.nk = n.nk"
 
@@ -88,3 +88,46 @@ def test_parameterized_view_read_through_sql():
         s.execute("SELECT * FROM recent WHERE acc = 1")
     with pytest.raises(IVMError, match="MATERIALIZED"):
         s.execute(f"CREATE INCREMENTAL MATERIALIZED VIEW m AS {PARAM_VIEW}")
+
+
+SESSION_AGG_VIEWS = {
+    "agg": ("SELECT r.b, count(*) AS n, sum(r.c) AS total FROM r JOIN s ON r.b = s.b WHERE r.a = $a GROUP BY r.b",
+            "SELECT r.b, count(*) AS n, sum(r.c) AS total FROM r JOIN s ON r.b = s.b WHERE r.a = {a} GROUP BY r.b",
+            "SELECT * FROM agg WHERE a = {a}"),
+    "totals": ("SELECT count(*) AS n, max(r.c) AS hi FROM r WHERE r.a = $a",
+             "SELECT count(*) AS n, max(r.c) AS hi FROM r WHERE r.a = {a}",
+             "SELECT * FROM totals WHERE a = {a}"),
+    "hit": ("SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = $a AND s.d = $d",
+            "SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = {a} AND s.d = {d}",
+            "SELECT * FROM hit WHERE a = {a} AND d = {d}"),
+}
+
+
+def test_parameterized_aggregates_and_boolean_lookups_in_a_session():
+    """Issue 28 item 1: GROUP BY / count(*) with a parameter and SELECT 1 AS hit … WHERE r.a = $a,
+    read through SQL after each write of a random stream (NULLs, duplicates, deletes)."""
+    s = connect()
+    s.execute("CREATE TABLE r (a INTEGER, b INTEGER, c INTEGER)")
+    s.execute("CREATE TABLE s (b INTEGER, d INTEGER)")
+    for name, (sql, _, _) in SESSION_AGG_VIEWS.items():
+        s.execute(f"CREATE INCREMENTAL VIEW {name} AS {sql}")
+    rng = random.Random(28)
+
+    def val():
+        return "NULL" if rng.random() < 0.15 else str(rng.randint(0, 3))
+
+    checked = 0
+    for step in range(30):
+        if step % 4 == 3:
+            s.execute(f"DELETE FROM r WHERE a = {rng.randint(0, 3)} AND b = {rng.randint(0, 3)}")
+        elif step % 3 == 2:
+            s.execute(f"INSERT INTO s VALUES ({val()}, {val()}), ({val()}, {val()})")
+        else:
+            row = f"({val()}, {val()}, {val()})"
+            s.execute(f"INSERT INTO r VALUES {row}, {row}")  # duplicates
+        for name, (_, plain, read) in SESSION_AGG_VIEWS.items():
+            a, d = rng.randint(0, 4), rng.randint(0, 4)
+            got = bag(s.execute(read.format(a=a, d=d)).fetchall())
+            assert got == bag(s.execute(plain.format(a=a, d=d)).fetchall()), (name, step, a, d)
+            checked += 1
+    assert checked == 90

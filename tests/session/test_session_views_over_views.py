@@ -10,7 +10,7 @@ import duckdb
 import pytest
 
 from ivm_layer import SQLError
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 DEFS = [  # (name, definition); later ones read earlier ones
     ("z_base", "SELECT r.a, r.b, s.c FROM r JOIN s ON r.b = s.b"),

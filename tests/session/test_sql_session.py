@@ -7,7 +7,7 @@ import random
 
 import pytest
 
-from ivm_layer.session.duckdb.session import connect
+from ivm_layer.session import connect
 
 VIEWS = {
     "v_computed": "SELECT r.a + r.b AS x, upper(r.c) AS u, CASE WHEN s.d > 2 THEN 'hi' ELSE 'lo' END AS k "

@@ -38,3 +38,19 @@ def test_shell_select_1_on_duckdb_loads_no_driver_parser_or_dataframe_library():
     loaded = _loaded(code)
     assert "duckdb" in loaded
     assert not loaded & HEAVY, loaded & HEAVY
+
+
+def test_shell_script_on_a_postgresql_session_loads_no_duckdb_and_no_parser(pg_url, tmp_path):
+    """Issue 27: ``ivm shell URL -f FILE`` on PostgreSQL with no incremental view pays for psycopg
+    only: no DuckDB driver, no DuckDB session code, no SQL parser (DROP and CREATE TABLE go to
+    PostgreSQL unparsed when no view can be affected), no dataframe library."""
+    script = tmp_path / "s.sql"
+    script.write_text("DROP TABLE IF EXISTS st_t;\nCREATE TABLE st_t (id int, note text);\n"
+                      "INSERT INTO st_t VALUES (1, 'a');\nSELECT count(*) FROM st_t;\n")
+    code = ("import sys\nfrom ivm_layer.cli import main\n"
+            f"sys.argv = ['ivm', 'shell', {pg_url!r}, '-f', {str(script)!r}, '--state-dir', {str(tmp_path)!r}]\n"
+            "try:\n    main()\nexcept SystemExit as e:\n    assert not e.code, e.code\n"
+            "assert not any(m.startswith('ivm_layer.session.duckdb.session') for m in sys.modules)\n")
+    loaded = _loaded(code)
+    assert "psycopg" in loaded
+    assert not loaded & ((HEAVY - {"psycopg", "psycopg_binary"}) | {"duckdb"}), loaded

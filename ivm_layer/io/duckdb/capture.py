@@ -35,6 +35,7 @@ from collections import Counter
 from collections.abc import Iterator, Mapping, Sequence
 from typing import Any
 
+from ...identifiers import ascii_lower, sql_fold
 from .preimage import (
     SPECIAL_FORMS,
     call_names,
@@ -44,6 +45,7 @@ from .preimage import (
     update_preimage_lexical,
     update_rows_select,
 )
+from ...engine import temporal
 from .upserts import upsert_preimage
 
 SCHEMA = "ivm"
@@ -66,11 +68,15 @@ def drop_legacy_shadows(conn) -> None:
         conn.execute(f"DROP TABLE IF EXISTS {SCHEMA}.{quote(name)}")
 
 
+#: a catalog row's table_name matches the key ``?`` (DuckDB: case-insensitive in ASCII only)
+_NAME_IS = f"{sql_fold('table_name')} = {sql_fold('?')}"
+
+
 def table_columns(conn, table: str, schema: str = "main") -> dict[str, str] | None:
     """``{column: type}`` of a base table in column order, or None when there is no such table."""
     rows = conn.execute(
         "SELECT column_name, data_type FROM information_schema.columns "
-        "WHERE table_schema = ? AND lower(table_name) = lower(?) "
+        f"WHERE table_schema = ? AND {_NAME_IS} "
         "AND table_name IN (SELECT table_name FROM information_schema.tables "
         "                   WHERE table_schema = ? AND table_type = 'BASE TABLE') "
         "ORDER BY ordinal_position", [schema, table, schema]).fetchall()
@@ -83,7 +89,7 @@ def generated_columns(conn, table: str, schema: str = "main") -> list[str]:
     """The generated (computed) columns of a base table."""
     return [n for (n,) in conn.execute(
         "SELECT column_name FROM information_schema.columns WHERE table_schema = ? "
-        "AND lower(table_name) = lower(?) AND is_generated = 'ALWAYS' ORDER BY ordinal_position",
+        f"AND {_NAME_IS} AND is_generated = 'ALWAYS' ORDER BY ordinal_position",
         [schema, table]).fetchall()]
 
 
@@ -92,7 +98,7 @@ def unique_key(conn, table: str, schema: str = "main") -> list[str] | None:
     constraint), or None when it has none or several (an upsert may then conflict on any)."""
     rows = conn.execute(
         "SELECT constraint_column_names FROM duckdb_constraints() WHERE schema_name = ? "
-        "AND database_name = current_database() AND lower(table_name) = lower(?) "
+        f"AND database_name = current_database() AND {_NAME_IS} "
         "AND constraint_type IN ('PRIMARY KEY', 'UNIQUE')", [schema, table]).fetchall()
     return list(rows[0][0]) if len(rows) == 1 else None
 
@@ -100,7 +106,7 @@ def unique_key(conn, table: str, schema: str = "main") -> list[str] | None:
 def table_comment(conn, table: str) -> str | None:
     """The comment of base table ``main.table`` (``None`` when absent or no such table)."""
     row = conn.execute("SELECT comment FROM duckdb_tables() WHERE schema_name = 'main' AND "
-                       "database_name = current_database() AND lower(table_name) = lower(?)",
+                       f"database_name = current_database() AND {_NAME_IS}",
                        [table]).fetchall()
     return row[0][0] if row else None
 
@@ -134,19 +140,29 @@ class TableCapture:
         #: the columns' DuckDB types (hashes of captured rows are computed later with them);
         #: None: every captured row comes with its hash
         self.types = list(types) if types is not None else None
-        self.lazy = self.types is not None and all(_ROUND_TRIP.fullmatch(t) for t in self.types)
+        #: ``(position, kind)`` of DATE/TIMESTAMP/TIMESTAMPTZ columns: read as text, because
+        #: DuckDB's Python client hands back ±infinity as ``date.max``/``datetime.max``
+        #: (:mod:`~ivm_layer.engine.temporal`); their rows are always hashed by DuckDB
+        self.temporal = [(i, k) for i, t in enumerate(self.types or [])
+                         if (k := temporal.kind_of(t)) is not None]
+        self.lazy = self.types is not None and not self.temporal and \
+            all(_ROUND_TRIP.fullmatch(t) for t in self.types)
         self.columnwise = self.types is not None and all(_COLUMNWISE.fullmatch(t) for t in self.types)
         #: an UPDATE's new rows can be computed from its SET list (:meth:`update_rows`): not
         #: when the table has generated columns, whose new values DuckDB computes
         self.in_place = self.lazy and not generated
         #: the table's one key (see :func:`unique_key`): upserts read the rows they may replace
-        self.key = [k.lower() for k in key] if key and types is not None else None
+        self.key = [ascii_lower(k) for k in key] if key and types is not None and not self.temporal else None
         self._stable: frozenset[str] | None = None
         self.width = len(self.columns)
         self.qtable = f"main.{quote(table)}"
         cols = ", ".join(quote(c) for c in self.columns)
-        self.select_list = cols
-        self.returning = f"{cols}, hash({cols})"
+        #: the columns as hashed for the fingerprint
+        self.hashed_list = cols
+        kinds = dict(self.temporal)
+        self.select_list = ", ".join(f"{quote(c)}::VARCHAR" if i in kinds else quote(c)
+                                     for i, c in enumerate(self.columns))
+        self.returning = f"{self.select_list}, hash({cols})"
         self._known = False
         self._n = 0
         self._s = 0
@@ -157,7 +173,7 @@ class TableCapture:
     # -- fingerprint ----------------------------------------------------------------------
     def current_fingerprint(self, conn) -> tuple[int, int]:
         """``(rows, sum of hash(columns) mod 2**64)`` of the table now: one scan."""
-        n, s = conn.execute(f"SELECT count(*), coalesce(sum(hash({self.select_list})::HUGEINT), 0) "
+        n, s = conn.execute(f"SELECT count(*), coalesce(sum(hash({self.hashed_list})::HUGEINT), 0) "
                             f"FROM {self.qtable}").fetchall()[0]
         return int(n), int(s) % _WRAP
 
@@ -218,6 +234,8 @@ class TableCapture:
     def note(self, rows: Sequence[tuple], sign: int, hashed: bool) -> list[tuple]:
         """Account captured rows in the expected fingerprint; returns them without the hash
         (``hashed``: each row ends with its hash)."""
+        if self.temporal:
+            rows = self.decode(rows)
         if not hashed:
             if self._known and rows:
                 self._n += sign * len(rows)
@@ -228,6 +246,18 @@ class TableCapture:
             self._n += sign * len(rows)
             self._s = (self._s + sign * sum(r[w] for r in rows)) % _WRAP
         return [r[:w] for r in rows]
+
+    def decode(self, rows: Sequence[tuple]) -> list[tuple]:
+        """Rows read through :attr:`select_list` with their temporal columns (read as text)
+        turned into the engine's values (O(temporal cells))."""
+        out = []
+        parse = temporal.parse
+        for r in rows:
+            cells = list(r)
+            for i, k in self.temporal:
+                cells[i] = parse(k, cells[i])
+            out.append(tuple(cells))
+        return out
 
     def settle(self, conn, waiting: int = 0) -> None:
         """Sum the hashes of the rows held unhashed (when more than ``waiting`` are)."""
@@ -257,7 +287,7 @@ class TableCapture:
             rows = res.fetchmany(chunk)
             if not rows:
                 return
-            yield rows
+            yield self.decode(rows) if self.temporal else rows
 
     # -- statements -----------------------------------------------------------------------
     def run_returning(self, conn, text: str, params, user_returning: bool, sign: int,
@@ -318,7 +348,7 @@ class TableCapture:
             return None
         before = _execute(conn, sql, None if params is None else list(params)[:marks]).fetchall()
         desc, rows, inserted = self.run_returning(conn, text, params, user_returning, 1)
-        at = [c.lower() for c in self.columns]
+        at = [ascii_lower(c) for c in self.columns]
         at = [at.index(k) for k in self.key]
         came_back = {tuple(r[i] for i in at) for r in inserted}
         deleted = [r for r in before if tuple(r[i] for i in at) in came_back]
@@ -392,6 +422,11 @@ class TableCapture:
             sub = param_subset(params, wanted)
         except (IndexError, KeyError, TypeError):
             return None
+        if self.temporal:   # temporal columns read as text (see :attr:`temporal`), by position
+            names = [f"c{i}" for i in range(self.width)]
+            kinds = dict(self.temporal)
+            sel = ", ".join(f"{n}::VARCHAR" if i in kinds else n for i, n in enumerate(names))
+            sql = f"SELECT {sel}, h FROM ({sql}) AS _ivm_pre({', '.join(names)}, h)"
         return _execute(conn, sql, sub).fetchall()
 
     def diff_against(self, conn, stored: Mapping[tuple, int]) -> tuple[list[tuple], list[tuple]]:

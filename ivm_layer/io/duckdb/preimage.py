@@ -18,6 +18,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
+from ...identifiers import ascii_lower
 from ...sql.sqltext import skip_literal, unquote
 
 if TYPE_CHECKING:  # pragma: no cover - sqlglot loads when an UPDATE is first read
@@ -30,7 +31,7 @@ def quote(name: str) -> str:
 
 
 _TOP_WORDS = re.compile(r"\b(UPDATE|SET|FROM|WHERE|RETURNING)\b", re.IGNORECASE)
-_ALIAS = re.compile(r'^(?P<table>.+?)(?:\s+(?:AS\s+)?(?P<alias>"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*))?$', re.IGNORECASE | re.DOTALL)
+_ALIAS = re.compile(r'^(?P<table>.+?)(?:\s+(?:AS\s+)?(?P<alias>"(?:[^"]|"")+"|[^\W\d][\w$]*))?$', re.IGNORECASE | re.DOTALL)
 
 
 def top_level(text: str, words: re.Pattern = _TOP_WORDS) -> list[tuple[str, int, int]]:
@@ -112,7 +113,7 @@ def update_preimage_lexical(text: str, columns: Sequence[str]) -> tuple[str, lis
             f"(SELECT {alias}.rowid FROM {src}, {frm}{cond})", wanted)
 
 
-_ASSIGN = re.compile(r'\s*(?:[A-Za-z_][A-Za-z0-9_$]*\.)?(?P<col>"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*=(?!=)', re.DOTALL)
+_ASSIGN = re.compile(r'\s*(?:[^\W\d][\w$]*\.)?(?P<col>"(?:[^"]|"")+"|[^\W\d][\w$]*)\s*=(?!=)', re.DOTALL)
 CALL = re.compile(r'([A-Za-z_][A-Za-z0-9_$]*)\s*\(')
 #: words that may stand before a parenthesis in an expression without being a function call
 _NOT_CALLS = frozenset({"in", "and", "or", "not", "cast", "try_cast", "is", "then", "else", "when",
@@ -180,7 +181,7 @@ def update_rows_select(text: str, columns: Sequence[str], types: Sequence[str],
     if got is None:
         return None
     src, alias = got
-    lower = [c.lower() for c in columns]
+    lower = [ascii_lower(c) for c in columns]
     new: dict[int, str] = {}
     for part in split_top(set_text):
         a = _ASSIGN.match(part)

@@ -15,18 +15,19 @@ from __future__ import annotations
 import re
 from collections.abc import Sequence
 
+from ...identifiers import ascii_lower
 from ...sql.sqltext import unquote
 from .preimage import count_marks, quote, top_level
 
-_HEAD = re.compile(r'\s*INSERT\s+(?:OR\s+REPLACE\s+)?INTO\s+(?:(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*\.\s*)*'
-                   r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*', re.IGNORECASE)
+_HEAD = re.compile(r'\s*INSERT\s+(?:OR\s+REPLACE\s+)?INTO\s+(?:(?:"(?:[^"]|"")+"|[^\W\d][\w$]*)\s*\.\s*)*'
+                   r'(?:"(?:[^"]|"")+"|[^\W\d][\w$]*)\s*', re.IGNORECASE)
 _WORDS = re.compile(r"\b(ON\s+CONFLICT|RETURNING)\b", re.IGNORECASE)
 _SOURCE = re.compile(r"\(|(?:VALUES|SELECT|FROM|WITH|TABLE)\b", re.IGNORECASE)
-_IDENT = re.compile(r'\s*("(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)\s*$')
+_IDENT = re.compile(r'\s*("(?:[^"]|"")+"|[^\W\d][\w$]*)\s*$')
 
 
 def _names(column_list: str) -> list[str] | None:
-    """The column names of ``(a, "B", c)`` (lower-cased, unquoted), or None."""
+    """The column names of ``(a, "B", c)`` (keys: unquoted, ASCII lower-cased), or None."""
     out = []
     for part in column_list.strip()[1:-1].split(","):
         m = _IDENT.match(part)
@@ -51,7 +52,7 @@ def upsert_preimage(text: str, table_sql: str, columns: Sequence[str], types: Se
         return None
     words = [(w, a, b) for w, a, b in top_level(text, _WORDS) if a >= head.end()]
     start = head.end()
-    lower = [c.lower() for c in columns]
+    lower = [ascii_lower(c) for c in columns]
     given = lower
     if text.startswith("(", start):
         depth, i = 0, start
@@ -68,10 +69,10 @@ def upsert_preimage(text: str, table_sql: str, columns: Sequence[str], types: Se
         return None
     ends = [a for w, a, _ in words]
     source = text[start:min(ends) if ends else len(text)].strip().rstrip(";").strip()
-    if not source or any(k.lower() not in given for k in key):
+    if not source or any(ascii_lower(k) not in given for k in key):
         return None
     cols = ", ".join(f"_ivm_t.{quote(c)}" for c in columns)
-    on = " AND ".join(f"_ivm_t.{quote(k)} = CAST(_ivm_src.{quote(k.lower())} AS {types[lower.index(k.lower())]})"
+    on = " AND ".join(f"_ivm_t.{quote(k)} = CAST(_ivm_src.{quote(ascii_lower(k))} AS {types[lower.index(ascii_lower(k))]})"
                       for k in key)
     names = ", ".join(quote(c) for c in given)
     return (f"SELECT {cols}, hash({cols}) FROM {table_sql} AS _ivm_t SEMI JOIN ({source}) "

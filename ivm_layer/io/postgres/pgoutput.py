@@ -158,10 +158,12 @@ class ValueDecoder:
     values are returned in UTC."""
 
     def __init__(self) -> None:
-        from psycopg import adapters, pq
+        from psycopg import pq
         from psycopg.adapt import Transformer
 
-        self._tx = Transformer(adapters)
+        from .infinity import adapters_map
+
+        self._tx = Transformer(adapters_map())   # ±infinity dates and timestamps
         self._text = pq.Format.TEXT
         self._binary = pq.Format.BINARY
         self._cache: dict[tuple[int, bool], Any] = {}

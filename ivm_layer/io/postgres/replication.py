@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
 
+from ...identifiers import ascii_lower
 from .conninfo import (  # noqa: F401 (re-exported)
     FATAL_SQLSTATES,
     ConnectionLost,
@@ -75,10 +76,14 @@ def connect(url: str, autocommit: bool = True):
     import psycopg
 
     try:
-        return psycopg.connect(with_session_options(url), autocommit=autocommit)
+        conn = psycopg.connect(with_session_options(url), autocommit=autocommit)
     except psycopg.Error as e:
         cls = ConnectionLost if is_retryable(e) else PostgresError
         raise cls(f"cannot connect to {redact(url)}: {redact_error(e, url)}", getattr(e, "sqlstate", None)) from None
+    from .infinity import register
+
+    register(conn.adapters)   # ±infinity dates and timestamps load and dump
+    return conn
 
 
 def with_session_options(target: str) -> str:
@@ -114,16 +119,17 @@ def current_wal_lsn(conn) -> int:
 # -- catalog ------------------------------------------------------------------------------
 def table_columns(conn, table: str) -> list[tuple[str, str, int]] | None:
     """``[(column, sql_type, type_oid)]`` of a table in column order, or None if it does not exist.
-    ``table`` is ``name`` (searched in ``public``) or ``schema.name``; matched case-insensitively
-    when no exact match exists (unquoted SQL names fold to lower case)."""
+    ``table`` is ``name`` (searched in ``public``) or ``schema.name``: the exact name, else its
+    ASCII lower case (how PostgreSQL folds the name unquoted; :func:`ivm_layer.identifiers.resolve`)."""
     schema, name = table.split(".", 1) if "." in table else ("public", table)
+    folded = ascii_lower(name)
     rows = conn.execute(
         "SELECT a.attname, format_type(a.atttypid, a.atttypmod), a.atttypid::int, c.relname = %s "
         "FROM pg_attribute a JOIN pg_class c ON c.oid = a.attrelid "
         "JOIN pg_namespace n ON n.oid = c.relnamespace "
-        "WHERE n.nspname = %s AND lower(c.relname) = lower(%s) AND c.relkind IN ('r', 'p') "
+        "WHERE n.nspname = %s AND c.relname IN (%s, %s) AND c.relkind IN ('r', 'p') "
         "AND a.attnum > 0 AND NOT a.attisdropped ORDER BY c.relname <> %s, a.attnum",
-        [name, schema, name, name]).fetchall()
+        [name, schema, name, folded, name]).fetchall()
     if not rows:
         return None
     exact = rows[0][3]

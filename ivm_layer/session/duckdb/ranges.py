@@ -29,6 +29,16 @@ _UINTS = {"UTINYINT": 8, "USMALLINT": 16, "UINTEGER": 32, "UBIGINT": 64, "UHUGEI
 _DECIMAL = re.compile(r"(?:DECIMAL|NUMERIC)\s*\(\s*(\d+)\s*,\s*(\d+)\s*\)$", re.IGNORECASE)
 
 
+def integer_bits(sql_type: str) -> int | None:
+    """The width in bits of a DuckDB integer type (signed or not), None for other types.
+
+    >>> integer_bits("hugeint"), integer_bits("UTINYINT"), integer_bits("DOUBLE")
+    (128, 8, None)
+    """
+    name = sql_type.strip().upper()
+    return _INTS.get(name) or _UINTS.get(name)
+
+
 def column_bounds(types: Iterable[str]) -> list[tuple[int, object, object, str]]:
     """``(position, lowest, highest, type)`` of every column of a bounded numeric type."""
     out = []

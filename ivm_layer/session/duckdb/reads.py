@@ -21,7 +21,9 @@ import threading
 from collections.abc import Iterable, Iterator
 from itertools import islice
 
+from ...engine import temporal
 from ...io.duckdb.capture import quote
+from ...identifiers import IDENT, fold
 from ...sql.sqltext import unquote
 
 BATCH_ROWS = 2048
@@ -61,6 +63,11 @@ def _array(values, typ):
     for DuckDB's UUID, which it exports as strings) are converted to text."""
     import pyarrow as pa
 
+    day = pa.types.is_date32(typ)
+    if (day or (pa.types.is_timestamp(typ) and typ.unit == "us")) and \
+            any(map(temporal.is_infinite, values)):
+        ints = pa.array([temporal.arrow_int(v, day) for v in values], type=pa.int32() if day else pa.int64())
+        return ints.view(typ)
     try:
         return pa.array(values, type=typ)
     except (pa.ArrowTypeError, pa.ArrowInvalid):
@@ -154,11 +161,13 @@ class ViewNames:
     """Finds the served views a statement mentions, by one regular-expression search (no
     parse). A false hit (the name inside a string) only costs registering a reader."""
 
-    def __init__(self, names: Iterable[str] = ()):
+    def __init__(self, names: Iterable[str] = (), dialect: str = "duckdb"):
+        self.dialect = dialect
         self.set(names)
 
     def set(self, names: Iterable[str]) -> None:
         names = sorted(set(names), key=len, reverse=True)
+        self._names = frozenset(names)
         self._re = None
         if names:
             alt = "|".join(re.escape(n) for n in names)
@@ -172,12 +181,14 @@ class ViewNames:
         out: dict[str, int] = {}
         if self._re is not None:
             for m in self._re.finditer(text):
-                name = m.group(1).lower()
-                out[name] = out.get(name, 0) + 1
+                raw = m.group(0)
+                name = fold(m.group(1), len(raw) > 1 and raw[0] == raw[-1] == '"', self.dialect)
+                if name in self._names:
+                    out[name] = out.get(name, 0) + 1
         return out
 
 
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_IDENT = IDENT
 _COUNT = re.compile(rf"\s*SELECT\s+count\s*\(\s*\*\s*\)(?:\s+(?:AS\s+)?{_IDENT})?\s+FROM\s+(?:main\s*\.\s*)?"
                     rf"({_IDENT})\s*;?\s*", re.IGNORECASE)
 

@@ -48,11 +48,12 @@ from ...errors import (
     ProgrammingError,
     from_driver,
 )
+from ...identifiers import ascii_lower
 from ...sql.statements import classify
 from .. import placeholders, pointreads
 from ..core import Cursor, SessionBase, ViewInfo
 from ..results import DuckResult, Result, RowsResult, StreamGuard
-from ..router import Route, route
+from ..router import SESSION_HEADS, Route, first_word, route
 from . import reads
 from .clients import ClientTransaction
 from .ddl import drop_statement, guard_ddl
@@ -70,7 +71,7 @@ from .writes import DuckWriter
 if TYPE_CHECKING:  # pragma: no cover
     from ...engine.view import View
 
-__all__ = ["CatalogWarning", "Cursor", "Session", "SourceGoneError", "ViewInfo", "connect"]
+__all__ = ["CatalogWarning", "Cursor", "Session", "SourceGoneError", "ViewInfo", "connect_duckdb"]
 
 _PARAMS = "_ivm_params"     # the registered Arrow table of an executemany's rows
 
@@ -81,21 +82,10 @@ def duckdb_error() -> type[BaseException]:
     return duckdb.Error
 
 
-def connect(url: str | None = None, **options: Any) -> SessionBase:
-    """Open a session. ``None``, ``"duckdb://"``, ``":memory:"``: in-memory DuckDB;
-    ``"duckdb:///path/file.duckdb"`` or a path ending in ``.duckdb``: a DuckDB file;
-    ``"postgresql://…"``: a :class:`~ivm_layer.session.postgres.session.PostgresSession`, with
-    ``options`` (``session=``, ``state_dir=``, ``set_replica_identity=``, …) passed to
-    :func:`~ivm_layer.session.postgres.session.connect_postgres`."""
+def connect_duckdb(url: str | None = None, progress: bool | None = None, **options: Any) -> Session:
+    """A DuckDB session (see :func:`ivm_layer.session.connect` for the URL forms)."""
     import duckdb
 
-    from ...io.postgres.conninfo import is_postgres_target
-
-    if is_postgres_target(url):
-        from ..postgres.session import connect_postgres
-
-        return connect_postgres(url, **options)
-    progress = options.pop("progress", None)
     if options:
         raise ProgrammingError(f"options {', '.join(sorted(options))} apply to PostgreSQL sessions only")
     if url is None or url in ("duckdb://", "duckdb:///:memory:", ":memory:", "duckdb:///"):
@@ -135,7 +125,7 @@ class Session(SessionBase):
         self._txn_fps: dict[str, tuple | None] = {}
         self._closed = False
         # the database's own name: memory.t, memory.main.t name table t (router.route)
-        self._catalogs = frozenset({conn.execute("SELECT current_database()").fetchone()[0].lower()})
+        self._catalogs = frozenset({ascii_lower(conn.execute("SELECT current_database()").fetchone()[0])})
         self._served = ServedViews(conn, self._catalog)
         self._point_shapes: dict[str, list] = {}  # statement -> [pointreads.Shape | None, description]
         self._stream = StreamGuard()              # the result DuckDB is streaming, while held
@@ -309,6 +299,8 @@ class Session(SessionBase):
         return res
 
     def _dispatch(self, text: str, params) -> Result:
+        if not self._views and not self._catalog.captures and first_word(text) not in SESSION_HEADS:
+            return run(self._conn, text, params, lazy=True)   # no view to serve or protect
         r = route(text, self._catalogs)
         kind = r.kind
         if kind in ("begin", "commit", "rollback"):
@@ -391,7 +383,7 @@ class Session(SessionBase):
             return None
         project = None
         if sh.select is not None and sh.count is None:
-            lower = [c.lower() for c in vs.columns]
+            lower = [ascii_lower(c) for c in vs.columns]
             if any(x not in lower for x in sh.select):
                 return None
             project = [lower.index(x) for x in sh.select]

@@ -7,9 +7,12 @@ transaction) and for describing served views to DuckDB.
 from __future__ import annotations
 
 from collections.abc import Iterable
+from datetime import date
 
+from ...engine import temporal
 from ...io.duckdb.capture import quote
 from ..results import DuckResult, Result, RowsResult
+from .ranges import integer_bits
 
 
 def run(conn, text: str, params, lazy: bool = False) -> Result:
@@ -32,7 +35,8 @@ def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple
                 chunk: int = 100_000) -> None:
     """Insert ``(row, k)`` pairs (k copies each) with one statement per chunk: one list
     parameter per column, UNNESTed."""
-    wide = [is_wide_integer(t) for t in types]
+    # 128-bit integers and DATE/TIMESTAMP[TZ] (whose infinities Python parameters do not carry)
+    wide = [is_wide_integer(t) or temporal.kind_of(t) is not None for t in types]
     sel = ", ".join(f"unnest(${i + 1}::VARCHAR[])::{t}" if w else f"unnest(${i + 1}::{t}[])"
                     for i, (t, w) in enumerate(zip(types, wide)))
     buf: list[tuple] = []
@@ -51,14 +55,15 @@ def bulk_insert(conn, target: str, types: list[str], pairs: Iterable[tuple[tuple
 def is_wide_integer(sql_type: str) -> bool:
     """HUGEINT/UHUGEINT: 128-bit integers that neither Python parameters (taken as BIGINT or
     DOUBLE) nor Arrow (``decimal128(38)``, 38 digits) carry whole; they travel as text."""
-    return sql_type.strip().upper() in ("HUGEINT", "INT128", "UHUGEINT", "UINT128")
+    return integer_bits(sql_type) == 128
 
 
 def _columns(buf: list[tuple], wide: list[bool]) -> list[list]:
     cols = [list(c) for c in zip(*buf)]
     for i, w in enumerate(wide):
         if w:
-            cols[i] = [None if v is None else str(v) for v in cols[i]]
+            cols[i] = [None if v is None else str(v) if not isinstance(v, date) else temporal.sql_text(v)
+                       for v in cols[i]]
     return cols
 
 

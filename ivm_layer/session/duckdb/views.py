@@ -21,6 +21,7 @@ from ...errors import CatalogWarning, InternalError, IVMError, SourceGoneError, 
 from ...io.duckdb import capture as duck
 from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
+from ...identifiers import sql_fold
 from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import ranges, reads
@@ -106,7 +107,7 @@ class DuckViews:
     def object_exists(self, name: str, schemas: str = "'main', 'temp'") -> bool:
         return self.conn.execute(
             f"SELECT count(*) FROM information_schema.tables WHERE table_schema IN ({schemas}) "
-            "AND lower(table_name) = ?", [name]).fetchall()[0][0] > 0
+            f"AND {sql_fold('table_name')} = ?", [name]).fetchall()[0][0] > 0
 
     # -- creating and loading -----------------------------------------------------------------
     def create(self, st: CreateIncrementalView) -> None:

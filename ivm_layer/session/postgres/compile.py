@@ -12,6 +12,7 @@ from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
 from ...maintain.viewset import ViewSet
 from ...sql.constants import constant_inputs
+from ...identifiers import normalize_tree
 from ...sql.statements import CreateIncrementalView, named_columns
 from ..core import dedupe_names
 from .served import ServedTable
@@ -19,12 +20,12 @@ from .state import UNIT_COLUMN, PgContext, PgView, compile_engine_view, slot_nam
 
 
 def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tuple[str, int, str]]]:
-    tree = sqlglot.parse_one(st.select_sql, read=ctx.dialect)
+    tree = normalize_tree(sqlglot.parse_one(st.select_sql, read=ctx.dialect), ctx.dialect)
     # SELECT * / t.* read every column; COUNT(*) reads none
     star = any(not isinstance(s.parent, exp.Count) for s in tree.find_all(exp.Star))
     # every identifier (columns, JOIN … USING names, and harmlessly table names/aliases):
     # a superset of the columns the view reads
-    names = {i.name.lower() for i in tree.find_all(exp.Identifier)}
+    names = {i.name for i in tree.find_all(exp.Identifier)}
     used: dict[str, list[tuple[str, int, str]]] = {}
     for t in st.tables:
         if t in ctx.views:
@@ -34,7 +35,7 @@ def used_columns(ctx: PgContext, st: CreateIncrementalView) -> dict[str, list[tu
         if cols is None:
             raise SQLError(f"unknown table {t!r} in the definition of {st.name!r} "
                            "(source tables must be in the public schema)", sqlstate="42P01")
-        used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c.lower() in names]
+        used[t] = [(c, oid, typ) for c, typ, oid in cols if star or c in names]
     if not used and not constant_inputs(st.select_sql, ctx.dialect)[1]:
         raise SQLError(f"incremental view {st.name!r} reads no table")
     return used

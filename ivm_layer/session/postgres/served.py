@@ -19,8 +19,10 @@ import re
 from collections.abc import Iterable
 
 from ...io.postgres import replication as pgc
+from ...identifiers import IDENT
+from ...sql.sqltext import unquote
 
-_IDENT = r'(?:"(?:[^"]|"")+"|[A-Za-z_][A-Za-z0-9_$]*)'
+_IDENT = IDENT
 _STAR = re.compile(rf"\s*SELECT\s+\*\s+FROM\s+(?:public\s*\.\s*)?({_IDENT})(?:\s+LIMIT\s+(\d+))?\s*;?\s*", re.I)
 
 
@@ -30,7 +32,7 @@ def star_target(text: str) -> tuple[str, int | None] | None:
     if not m:
         return None
     name = m.group(1)
-    name = name[1:-1].replace('""', '"') if name.startswith('"') else name.lower()
+    name = unquote(name, "postgres")
     return name, (int(m.group(2)) if m.group(2) is not None else None)
 
 

@@ -44,8 +44,8 @@ import os
 import time
 import uuid
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from ...engine.view import View
 from ...errors import (
     InterfaceError,
     IVMError,
@@ -62,7 +62,7 @@ from ...sql.statements import classify
 from ..core import SessionBase, unalterable
 from ..duckdb import reads
 from ..results import Result, RowsResult
-from ..router import route
+from ..router import SESSION_HEADS, first_word, may_write, route
 from .apply import StreamApplier
 from .drop import drop_statement
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
@@ -81,6 +81,9 @@ from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
+
+if TYPE_CHECKING:  # pragma: no cover
+    from ...engine.view import View
 
 
 def connect_postgres(url: str, session: str = "default", state_dir: str | os.PathLike | None = None,
@@ -117,7 +120,7 @@ class PostgresSession(SessionBase):
             ctl = ControlConnection(lambda: pgc.connect(target), self.url, reconnect_seconds)
             with pgconn.driver_errors(target):
                 identity = pgconn.database_identity(ctl)
-            self._catalogs = frozenset({identity.database.lower()})  # db.t, db.public.t: table t
+            self._catalogs = frozenset({identity.database})  # db.t, db.public.t: table t
             sd = Path(state_dir) if state_dir is not None else default_state_dir(identity, session)
             self.ctx = PgContext(target, session, identity, ctl, private_dir(sd), ValueDecoder(),
                                  set_replica_identity, checkpoint_seconds, lag_warning_bytes,
@@ -125,7 +128,7 @@ class PostgresSession(SessionBase):
             self.applier = StreamApplier(self.ctx)
             self.watch = ViewWatch(self.ctx, self.applier)
             self.catalog = ViewCatalog(self.ctx, self.applier)
-            self._names = reads.ViewNames()
+            self._names = reads.ViewNames(dialect="postgres")
             self._shapes: dict[str, object] = {}
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
@@ -295,7 +298,7 @@ class PostgresSession(SessionBase):
         """``INSERT … VALUES (…)`` as multi-row inserts, anything else through psycopg's pipelined
         ``executemany`` (:meth:`UserConnection.run_many`); the views see the rows through the
         replication stream, as for any write."""
-        r = route(text)
+        r = route(text, dialect="postgres")
         if r.kind in ("create_view", "drop", "begin", "commit", "rollback") or COPY_STDIO.match(text) or (
                 self._views and self._names.find(text)):
             return super()._execute_many(text, seq)       # the session's own handling, row by row
@@ -316,7 +319,14 @@ class PostgresSession(SessionBase):
             if names:
                 self._refresh_served(names)
             return self._user.copy_statement(text, params)
-        r = route(text, self._catalogs)
+        if not self._views:
+            first = first_word(text)
+            if first not in SESSION_HEADS:     # no view to serve or protect: PostgreSQL answers
+                cur = self._user.run(text, params)
+                if may_write(first):
+                    self._user.wrote()
+                return cur
+        r = route(text, self._catalogs, "postgres")
         kind = r.kind
         if kind == "create_view":
             st = classify(text, self.dialect)
@@ -413,6 +423,11 @@ class PostgresSession(SessionBase):
         return cur
 
     def _drop(self, text: str, params) -> Result:
+        if not self._views and not self.catalog.skipped:
+            # no incremental view to protect or drop: PostgreSQL answers it (no parse)
+            cur = self._user.run(text, params)
+            self._user.wrote()
+            return cur
         try:
             return drop_statement(classify(text, self.dialect), text, params, self._views, self.catalog,
                                   self._user)

@@ -14,7 +14,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ...compile import compile_view
 from ...engine.protocol import View
 from ...errors import (  # noqa: F401 - defined there, importable here
     IVMError,
@@ -143,6 +142,8 @@ class PgView(ViewStateBase):
 
 def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
     """The engine view of a definition, with its static tables (``WITH (static = …)``)."""
+    from ...compile import compile_view   # the SQL front-end loads when a view is compiled
+
     static = tuple(getattr(st, "static", ()) or ())
     if static:
         return compile_view(st.select_sql, schema, dialect=dialect, static=static)

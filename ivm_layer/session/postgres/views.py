@@ -33,7 +33,6 @@ from ...maintain.checkpoint import CheckpointError, CheckpointStore
 from ...maintain.viewset import load_view
 from ...sql.statements import CreateIncrementalView, classify
 from .apply import StreamApplier
-from .compile import compile_pg_view
 from .served import copy_rows
 from .state import SLOT_PATTERN, PgContext, PgView, slot_name
 
@@ -145,6 +144,8 @@ class ViewCatalog:
                         "ivm_layer.connect(url, set_replica_identity=True))", sqlstate="55000")
 
     def compile(self, st: CreateIncrementalView, slot: str | None = None) -> PgView:
+        from .compile import compile_pg_view   # the SQL front-end (sqlglot) loads with the first view
+
         return compile_pg_view(self.ctx, st, slot)
 
     # -- creating -----------------------------------------------------------------------------

@@ -35,11 +35,16 @@ class ViewWatch:
             return
         self.last_lag_check = now
         self.check_sources()
+        try:
+            retained = {s.slot: s.retained_bytes for s in ivm_slots(self.ctx.ctl)}   # one query
+        except pgconn.driver_error() as e:   # a lag report never fails the caller's statement
+            log.info("could not list the replication slots: %s", e)
+            return
         for vs in self.ctx.views.values():
-            lag = pgc.slot_lag(self.ctx.ctl, vs.slot)
-            if lag is not None and lag.retained_bytes > self.ctx.lag_warning_bytes:
+            held = retained.get(vs.slot)
+            if held is not None and held > self.ctx.lag_warning_bytes:
                 warnings.warn(f"replication slot {vs.slot} of view {vs.name!r} retains "
-                              f"{lag.retained_bytes / 2**20:,.0f} MiB of WAL: the view is falling "
+                              f"{held / 2**20:,.0f} MiB of WAL: the view is falling "
                               "behind (call poll()/sync() more often, or DROP VIEW it)", LagWarning,
                               stacklevel=3)
 
