@@ -16,7 +16,9 @@
         [--quick] [--shared-buffers 512MB] [--out result.json]
 
 ``--shards 2`` runs the same with two shards; ``--shards 1,2`` runs one shard, then two, on the
-same server (``daemon_shards_1``, ``daemon_shards_2``); ``--standalone`` starts a Spark
+same server (``daemon_shards_1``, ``daemon_shards_2``); ``--sink-commit pipelined,spark`` runs the
+daemon with each ``sink_commit`` in turn (``daemon_pipelined``, ``daemon_spark``: the cost of
+committing a batch to Spark only once its sinks hold it); ``--standalone`` starts a Spark
 standalone master with two one-core workers on 127.0.0.1 (ivm_layer/bench/standalone_cluster.py) and
 runs on it.
 """
@@ -55,12 +57,19 @@ def load(url: str) -> None:
 
 
 def backlog(url: str, n: int) -> int:
-    """``n`` inserts into r in 500-row transactions; returns the WAL position after them."""
+    """``n`` inserts into r in 500-row transactions; returns a WAL position inside the last one,
+    before its commit (past every earlier commit; its own commit ends after it — read after the
+    commit, the position could include WAL the daemon's sinks write meanwhile, which no batch
+    ever reaches)."""
     with psycopg.connect(url, autocommit=True) as c:
-        for lo in range(0, n, 500):
+        starts = list(range(0, n, 500))
+        for lo in starts[:-1]:
             c.execute("INSERT INTO r SELECT g, g %% 2000 FROM generate_series(%s, %s) g",
                       [100_000 + lo, 100_000 + min(n, lo + 500) - 1])
-        return _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
+        with c.transaction():
+            c.execute("INSERT INTO r SELECT g, g %% 2000 FROM generate_series(%s, %s) g",
+                      [100_000 + starts[-1], 100_000 + n - 1])
+            return _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
 
 
 def server_cpu_seconds(cluster: Cluster) -> float:
@@ -108,7 +117,7 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
     with open(views, "w") as f:
         f.write(f"CREATE INCREMENTAL MATERIALIZED VIEW v3 AS {SELECTS[args.view]};\n")
     dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", args.master,
-             "--trigger", "1s", "--shards", str(args.shards)]
+             "--trigger", "1s", "--shards", str(args.shards), "--sink-commit", args.sink_commit]
     ckpt, log = os.path.join(tmp, "ckpt"), os.path.join(tmp, "daemon.log")
     d = Daemon(dargs, ckpt, log).start()
     try:
@@ -130,6 +139,7 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
         res["sustained"] = {"changes": n, "write_s": round(written, 1), "applied_after_s": round(total, 1),
                             "changes_per_s": round(n / total), "view_rows": st["last_batch"].get("view_rows")}
         res["sustained"]["batches"] = batch_splits(log)
+        res["sustained"]["per_batch"] = per_batch(log)
         lat, inner = one_row_latencies(d, url, 3)
         res["after_backlog_one_row_commit_to_applied_s"] = lat
         if args.quick:
@@ -171,6 +181,24 @@ def batch_splits(log: str) -> list[str]:
     return [ln[ln.index("batch "):] for ln in lines if " 0 rows in" not in ln][-12:]
 
 
+def per_batch(log: str, min_rows: int = 100) -> dict:
+    """Means over the backlog's batches (≥ ``min_rows`` rows in) of the one-shard daemon's log
+    lines: seconds in the query (what sets the throughput) and until the sinks held the batch."""
+    import re
+
+    pat = re.compile(r"batch (\d+): (\d+) rows in, .*? in the sinks after ([\d.]+) s, ([\d.]+) s in the query")
+    with open(log) as f:
+        found = [(int(m.group(2)), float(m.group(3)), float(m.group(4))) for m in map(pat.search, f) if m]
+    found = [x for x in found if x[0] >= min_rows]
+    if not found:
+        return {}
+    n = len(found)
+    return {"batches": n, "mean_rows": round(sum(x[0] for x in found) / n),
+            "mean_query_s": round(sum(x[2] for x in found) / n, 3),
+            "mean_until_sinks_hold_s": round(sum(x[1] for x in found) / n, 3),
+            "query_s_per_1k_rows": round(1000 * sum(x[2] for x in found) / sum(x[0] for x in found), 4)}
+
+
 def measure_session(cluster: Cluster, n: int, tmp: str, select: str) -> dict:
     """The in-process PostgreSQL session maintaining the same MATERIALIZED view over the same
     data and backlog (from the first write until ``sync()`` returns)."""
@@ -207,9 +235,12 @@ def main() -> None:
                     help="stop after the backlog (skip the idle and kill -9 measurements)")
     ap.add_argument("--shared-buffers", help="PostgreSQL shared_buffers for the run (default: the test "
                     "cluster's 64MB), e.g. 512MB")
+    ap.add_argument("--sink-commit", default="pipelined",
+                    help="the daemon's sink_commit, or a list to compare: pipelined,spark")
     ap.add_argument("--out")
     args = ap.parse_args()
-    res: dict = {"shards": args.shards, "view": args.view, "master": args.master}
+    res: dict = {"shards": args.shards, "view": args.view, "master": args.master,
+                 "load_average_at_start": [round(x, 2) for x in os.getloadavg()]}
     if args.shared_buffers:  # the test cluster's 64MB is small for a table of millions of view rows
         SERVER_SETTINGS["shared_buffers"] = args.shared_buffers
     res["shared_buffers"] = SERVER_SETTINGS["shared_buffers"]
@@ -221,13 +252,18 @@ def main() -> None:
             args.master = res["master"] = stack.enter_context(standalone_cluster(workers=2))
         tmp = tempfile.mkdtemp(prefix="ivm-measure-")
         shard_counts = [int(x) for x in str(args.shards).split(",")]
+        commits = str(args.sink_commit).split(",")
         for n in shard_counts:   # --shards 1,2: each next to the other, on the same cluster
-            args.shards = n
-            key = "daemon" if len(shard_counts) == 1 else f"daemon_shards_{n}"
-            os.makedirs(os.path.join(tmp, f"shards-{n}"))
-            res[key] = measure_daemon(cluster, args, os.path.join(tmp, f"shards-{n}"))
+            for i, mode in enumerate(commits):   # pipelined,spark,pipelined,spark: alternated
+                args.shards, args.sink_commit = n, mode
+                key = "daemon" + ("" if len(shard_counts) == 1 else f"_shards_{n}") + \
+                    ("" if len(commits) == 1 else f"_{mode}") + \
+                    (f"_{commits[:i].count(mode) + 1}" if commits.count(mode) > 1 else "")
+                os.makedirs(os.path.join(tmp, key))
+                res[key] = measure_daemon(cluster, args, os.path.join(tmp, key))
         if not args.no_session:
             res["session"] = measure_session(cluster, args.changes, tmp, SELECTS[args.view])
+    res["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]
     print(json.dumps(res, indent=1))
     if args.out:
         with open(args.out, "w") as f:

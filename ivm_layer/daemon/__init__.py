@@ -4,7 +4,7 @@ Spark does ingestion, batching, offsets, checkpoints and scale-out; the engine
 (:mod:`ivm_layer.engine`) does the incremental maintenance.
 
 - :mod:`.config`      the daemon's settings (command line and TOML)
-- :mod:`.spark`       a SparkSession tuned for small machines
+- :mod:`.spark`       a SparkSession tuned for small machines (UI, ``--conf``, driver address)
 - :mod:`.source`      the ``ivm-cdc`` Spark Python Data Source (offsets = LSNs)
 - :mod:`.state`       the engine state (base rows + views) and its checkpoint store
 - :mod:`.sinks`       idempotent per-batch-id sinks: PostgreSQL, DuckDB, Parquet, console
@@ -13,6 +13,9 @@ Spark does ingestion, batching, offsets, checkpoints and scale-out; the engine
 - :mod:`.shards`      routing changes to shards (hash or grid) for ``--shards N``
 - :mod:`.runner`      the streaming query: one engine in the driver, or shards in state
 - :mod:`.status`      the status file a running daemon rewrites every batch
+- :mod:`.commitmark`  the marker of the last batch the sinks hold (what the slot may confirm)
+- :mod:`.listener`    a StreamingQueryListener: Spark's progress reports into the status file
+- :mod:`.metrics`     ``--metrics-port``: Prometheus text
 - :mod:`.hygiene`     slots and publications of discarded checkpoints
 - :mod:`.cli`         ``ivm daemon``
 

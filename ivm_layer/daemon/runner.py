@@ -4,13 +4,17 @@ With one shard the engine lives in the driver (:class:`DriverEngine`, the ``fore
 function). Per batch it (1) skips a batch id at or below the last applied one, (2) turns the
 batch's rows into one consolidated delta per table (TRUNCATE empties the table as of its
 place in the stream), (3) applies it to every view, (4) appends the delta to the
-checkpoint's log — from then on the batch counts as applied — and (5) hands the view changes
-to the sinks (idempotent per batch id), written on a background thread while the next batch
-is read and applied (:mod:`.sinkwriter`); once they hold it, the batch is logged and the
-status file rewritten. A crash before (4) replays the batch: the engine is rebuilt from the
-checkpoint. A crash after it: at start-up the logged batches a sink does not hold yet are
-applied one at a time and written to the sinks again. With ``--shards N`` the engines run
-inside Spark (:mod:`.shards`).
+checkpoint's log — from then on the batch counts as applied — and (5) writes the view changes
+to the sinks (idempotent per batch id). With ``sink_commit = "pipelined"`` (the default) they
+are written on a background thread while the next batch is read and applied
+(:mod:`.sinkwriter`), and Spark's commit log runs up to one batch ahead of the sinks
+(``ivm_daemon_batches`` and ``sinks_committed_batch`` in ``--status`` are the truth); with
+``"spark"`` the function returns only once the sinks hold the batch, so what Spark then
+records in its commit log is in the sinks. Once the sinks hold a batch, the commit marker (:mod:`.commitmark`) and the status
+file are rewritten and the batch logged. A crash before (4) replays the batch: the engine is
+rebuilt from the checkpoint. A crash after it: at start-up the logged batches a sink does not
+hold yet are applied one at a time and written to the sinks again. With ``--shards N`` the
+engines run inside Spark (:mod:`.shards`).
 """
 
 from __future__ import annotations
@@ -23,10 +27,18 @@ import sys
 import time
 
 from ..errors import IVMError
+from .commitmark import marker_path
 from .config import DaemonConfig
 from .sinks import Sink, open_sink, view_layout
 from .sinkwriter import SinkWriter
-from .state import EngineState, ViewDef, batch_changes, last_batch_in, open_checkpoint, parse_views
+from .state import (
+    EngineState,
+    ViewDef,
+    batch_changes,
+    last_batch_in,
+    open_checkpoint,
+    parse_views,
+)
 from .status import StatusFile
 
 log = logging.getLogger("ivm.daemon")
@@ -101,10 +113,15 @@ class DriverEngine:
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
             fields = self._fields(batch_id, rows, out, ts)
-            if self.store.log_entries >= self.cfg.snapshot_every:
-                # a snapshot replaces the log: the sinks must hold every batch in it first
-                split["sinks"] = round(self.writer.write(batch_id, out), 3)
-                self.state.snapshot(batch_id)
+            if self.cfg.sink_commit == "spark" or self.store.log_entries >= self.cfg.snapshot_every:
+                # the sinks hold the batch before Spark commits it; a snapshot replaces the log:
+                # the sinks must hold every batch in it first
+                prepared = self.writer.prepare(out)
+                t = _lap(split, "prepare", t)
+                split["sinks"] = round(self.writer.write(batch_id, out, prepared), 3)
+                if self.store.log_entries >= self.cfg.snapshot_every:
+                    self.state.snapshot(batch_id)
+                self._committed(fields)
                 self._report(fields, time.monotonic() - t0, time.monotonic() - t0, split)
             else:
                 # keys and encoding while the previous batch's sinks still write, then wait
@@ -114,12 +131,20 @@ class DriverEngine:
                 cycle = time.monotonic() - t0
 
                 def done(seconds: float) -> None:
+                    self._committed(fields)
                     self._report(fields, time.monotonic() - t0, cycle, dict(split, sinks=round(seconds, 3)))
 
                 self.writer.submit(batch_id, out, done, self._fail, prepared)
         except BaseException as e:
             self._fail(e)
             raise
+
+    def _committed(self, fields: dict) -> None:
+        """The sinks hold the batch: the commit marker (the slot may be confirmed up to it)."""
+        if fields["lsn"] is not None:
+            from .commitmark import write_marker
+
+            write_marker(self.cfg.checkpoint, fields["batch_id"], fields["lsn"])
 
     def _fail(self, e: BaseException) -> None:
         """The engine or a sink failed: no further batch is applied (the daemon's loop stops
@@ -300,9 +325,11 @@ class SessionStarter:
 
         t0 = time.monotonic()
         try:
+            host, bind = self.cfg.driver_address()
             self.spark = build_session(self.cfg.master, app_name=f"ivm-daemon-{self.cfg.name}",
                                        shuffle_partitions=self.cfg.shuffle_partitions or self.cfg.shards,
-                                       log_level=self.cfg.log_level)
+                                       log_level=self.cfg.log_level, extra=self.cfg.spark_conf(),
+                                       driver_host=host, bind_address=bind)
         except BaseException as e:  # noqa: BLE001 - re-raised on the main thread by get()
             self.error = e
         self.seconds = time.monotonic() - t0
@@ -341,6 +368,13 @@ def run(cfg: DaemonConfig) -> int:
     schema = prepare_source(cfg, defs)
     phases.mark("source_catalog_and_publication")
     status = StatusFile(cfg.checkpoint, cfg.name, cfg.master, cfg.shards)
+    status.set(sink_commit=cfg.sink_commit)
+    metrics = None
+    if cfg.metrics_port is not None:
+        from .metrics import DaemonMetrics
+
+        metrics = DaemonMetrics(status, cfg.metrics_port, cfg.metrics_host, cfg.source, cfg.slot)
+        status.set(metrics_url=metrics.url)
     sinks = [open_sink(s, cfg.source, cfg.name) for s in cfg.sinks]
     engine = None
     if cfg.shards == 1:
@@ -350,6 +384,15 @@ def run(cfg: DaemonConfig) -> int:
             log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
     spark = session.get()
     phases.mark("spark_session_wait")
+    from .listener import ProgressListener
+
+    spark.streams.addListener(ProgressListener(status))
+    ui_url = spark.sparkContext.uiWebUrl
+    # the settings passed through, as the running session reports them (read back)
+    conf = {k: spark.conf.get(k, None) for k in sorted(cfg.conf)}
+    status.set(ui_url=ui_url, spark_app_id=spark.sparkContext.applicationId, conf=conf)
+    if ui_url:
+        log.warning("Spark UI: %s", ui_url)
     import threading
 
     # the executors' Python worker pool starts while the query starts (not in the first batch)
@@ -359,7 +402,7 @@ def run(cfg: DaemonConfig) -> int:
               .option("url", cfg.source).option("slot", cfg.slot).option("publication", cfg.publication)
               .option("tables", ",".join(tables)).option("maxChangesPerBatch", str(cfg.max_changes_per_batch))
               .option("snapshotPartitionRows", str(cfg.snapshot_partition_rows))
-              .option("statePath", engine_dir).option("sparkCheckpoint", spark_ckpt))
+              .option("statePath", engine_dir).option("commitMarker", marker_path(cfg.checkpoint)))
     if engine is not None:
         writer = reader.load().writeStream.foreachBatch(engine)
     else:
@@ -407,7 +450,9 @@ def run(cfg: DaemonConfig) -> int:
             log.warning("stopping (signal %d): finishing the running batch", stop_requested[0])
             query.stop()
     except Exception as e:  # noqa: BLE001 - report the query's failure and exit non-zero
-        first = error_text(e).splitlines()[0]
+        # the engine's or a sink's own error (raised inside foreachBatch, Spark wraps it)
+        first = error_text(engine.failed if engine is not None and engine.failed is not None else e)
+        first = (first.splitlines() or [type(e).__name__])[0]
         if stop_requested:
             # SIGTERM/SIGINT to the process group (a supervisor, Ctrl-C) reaches Spark's JVM too
             # and ends the query under us: the running batch is abandoned, not failed — the
@@ -423,6 +468,8 @@ def run(cfg: DaemonConfig) -> int:
         unflushed = _flush(engine)      # the last batch's sinks
         for s in sinks:
             s.close()
+        if metrics is not None:
+            metrics.close()
     if unflushed is not None:
         status.set(state="failed", error=str(unflushed)[:500])
         print(f"ivm daemon: writing the last batch to the sinks failed: {unflushed}", file=sys.stderr)

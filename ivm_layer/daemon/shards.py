@@ -39,8 +39,10 @@ def merge_changes(parts: list[list[tuple[tuple, int]]], disjoint: bool = False) 
 class ShardSinkWriter:
     """``foreachBatch`` over the shards' output: consolidate per view, write the sinks."""
 
-    def __init__(self, sinks, status, view_names: list[str], disjoint: set[str] | None = None):
+    def __init__(self, sinks, status, view_names: list[str], disjoint: set[str] | None = None,
+                 checkpoint: str | None = None):
         self.sinks, self.status, self.views = sinks, status, view_names
+        self.checkpoint = checkpoint   # where the sinks' commit marker goes (:mod:`.commitmark`)
         self.disjoint = disjoint or set()   # views whose shards' changes never share a row
         self.spark = None   # the daemon's session (its streams hold the query's progress)
 
@@ -73,6 +75,10 @@ class ShardSinkWriter:
         t_merge = time.monotonic()
         for s in self.sinks:
             s.write(batch_id, changes)
+        if self.checkpoint is not None and lsn is not None:
+            from .commitmark import write_marker
+
+            write_marker(self.checkpoint, batch_id, lsn)   # before Spark commits the batch
         n_out = sum(len(c) for c in changes.values())
         t_end = time.monotonic()
         secs = t_end - t0
@@ -126,16 +132,17 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
     # the sinks' layouts come from the unrewritten views (same columns, same types)
     views = compile_defs(defs, types)
     layouts = {d.name: view_layout(views[d.name], pg_schema, d.types, d.columns) for d in defs}
-    import os
+    from .commitmark import marker_path, read_marker
 
-    fresh = not os.path.isdir(os.path.join(cfg.checkpoint, "spark", "commits")) or \
-        not os.listdir(os.path.join(cfg.checkpoint, "spark", "commits"))
+    # no batch ever reached the sinks from this checkpoint: earlier output (of a discarded
+    # checkpoint at the same path) is emptied; a batch the sinks hold is not replayed
+    fresh = read_marker(marker_path(cfg.checkpoint)) is None
     for s in sinks:
         s.prepare(layouts, fresh=fresh)
     register(spark)
     df = (reader.format("ivm-cdc-shards")
           .option("shardSpec", shard_spec(defs, types, cfg.shards, cfg.checkpoint, cfg.snapshot_every))
           .load())
-    writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint)
+    writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint, cfg.checkpoint)
     writer.spark = spark
     return df.writeStream.foreachBatch(writer)

@@ -9,9 +9,10 @@ table with COPY under the exported snapshot. Then that same connection streams t
 (the same reader the PostgreSQL sessions use)
 decodes each message once and stages committed transactions by end LSN. Later batches are
 LSN ranges of staged transactions, carried to the executors inside the partitions (no
-executor connects to PostgreSQL); the slot is confirmed up to what Spark recorded as complete
-(after the sinks of ``foreachBatch`` returned), so a replayed batch reads exactly the same
-transactions, sent again by the server.
+executor connects to PostgreSQL); the slot is confirmed up to what Spark committed (the
+source's ``commit(end)``, called as Spark plans the next batch) and, promptly, up to what the
+daemon's sinks hold (``commitMarker``, :mod:`.commitmark`), so a replayed batch that is not
+in the sinks reads exactly the same transactions, sent again by the server.
 
 Rows: ``lsn`` (end LSN of the transaction; the consistent point for snapshot rows),
 ``seq`` (order inside the transaction), ``ts`` (commit time, NULL for snapshot rows),
@@ -21,8 +22,9 @@ tuple, pickled: the engine gets exactly the decoder's Python values).
 Options: ``url``, ``publication``, ``slot``, ``tables`` (comma-separated),
 ``maxChangesPerBatch`` (a ``ReadMaxRows`` default limit; a transaction is never split),
 ``snapshotPartitionRows``, ``statePath`` (the engine's checkpoint directory: used to tell
-whether a replayed snapshot batch was already applied), ``sparkCheckpoint`` (Spark's
-checkpoint directory: its commit log tells the feed what it may confirm), ``maxStagedChanges``
+whether a replayed snapshot batch was already applied), ``commitMarker`` (the daemon's
+``sinks-committed.json``: what the feed may confirm; a replayed snapshot batch it covers was
+applied), ``maxStagedChanges``
 (default: 3 × ``maxChangesPerBatch``, at least 100,000), ``partitionChanges`` (row changes per
 Spark partition of a change batch, default 50,000).
 """
@@ -96,7 +98,7 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.max_changes = int(options.get("maxchangesperbatch", 0)) or None
         self.slice_rows = int(options.get("snapshotpartitionrows", 200_000))
         self.state_path = options.get("statepath")
-        self.spark_checkpoint = options.get("sparkcheckpoint")
+        self.commit_marker = options.get("commitmarker")
         self.max_staged = int(options.get("maxstagedchanges", 0)) or max(100_000, 3 * (self.max_changes or 0))
         self.partition_changes = int(options.get("partitionchanges", 50_000))
         self.feed = None            # ChangeFeed once the stream is read
@@ -149,7 +151,7 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             if self._export is not None and lsn >= self._export[1].consistent_lsn:
                 rs, self._export = self._export[0], None
             self.feed = daemon_feed(self.url, self.slot, self.publication, lsn, self.max_staged, stream=rs,
-                                    spark_checkpoint=self.spark_checkpoint)
+                                    committed_marker=self.commit_marker)
         return self.feed
 
     def _create_slot(self) -> int:
@@ -172,6 +174,11 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         return info.consistent_lsn
 
     def _snapshot_applied(self) -> bool:
+        """The sinks hold the snapshot batch (the marker), or the driver's engine applied it."""
+        from .commitmark import read_marker
+
+        if read_marker(self.commit_marker) is not None:
+            return True
         if not self.state_path or not os.path.isdir(self.state_path):
             return False
         from .state import last_batch_in

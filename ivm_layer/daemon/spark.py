@@ -1,9 +1,14 @@
-"""A SparkSession for the daemon, tuned for small machines and loopback-only networking.
+"""A SparkSession for the daemon, tuned for small machines.
 
-UI off, few shuffle partitions, driver bound to 127.0.0.1 (``SPARK_LOCAL_IP`` too), Python
-workers running the current interpreter (``PYSPARK_PYTHON``), RocksDB state store with
-changelog checkpointing (used by ``--shards N``), session time zone UTC. The ``ivm-cdc``
-data source is registered on the returned session.
+The Spark UI on (``spark.ui.port``, Spark's 4040 unless set; off with ``--no-ui``), few
+shuffle partitions, Python workers running the current interpreter (``PYSPARK_PYTHON``),
+session time zone UTC. The driver advertises and binds the address given (``--driver-host``,
+``--driver-bind-address``); by default, with a ``local`` or ``spark://`` master, 127.0.0.1
+(``SPARK_LOCAL_IP`` if set), and on YARN/Kubernetes Spark's own choice (the host's name).
+Settings passed with ``--conf`` (and the flags that set one, ``--driver-memory`` …) override
+the daemon's. No state store is configured: the daemon runs no stateful Spark operator (the
+engines keep their own state, :mod:`.state`, :mod:`.shardsource`). The ``ivm-cdc`` data
+source is registered on the returned session.
 
 The driver JVM starts fast (:func:`driver_java_options`): the client compiler only
 (``-XX:TieredStopAtLevel=1``: the driver runs short planning code, and C2 compile threads
@@ -21,11 +26,13 @@ import stat
 import sys
 
 
-def prepare_environment(local_ip: str = "127.0.0.1") -> None:
-    """Environment the JVM and the Python workers inherit: run this before the first session."""
+def prepare_environment(local_ip: str | None = "127.0.0.1") -> None:
+    """Environment the JVM and the Python workers inherit: run this before the first session.
+    ``local_ip``: the address Spark binds (``SPARK_LOCAL_IP``; None: leave it to Spark)."""
     os.environ["PYSPARK_PYTHON"] = sys.executable
     os.environ["PYSPARK_DRIVER_PYTHON"] = sys.executable
-    os.environ.setdefault("SPARK_LOCAL_IP", local_ip)
+    if local_ip:
+        os.environ["SPARK_LOCAL_IP"] = local_ip
     # workers import ivm_layer and connectors from the same checkout/installation
     root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
     paths = [p for p in os.environ.get("PYTHONPATH", "").split(os.pathsep) if p]
@@ -108,31 +115,43 @@ def _pid_alive(name: str) -> bool:
         return True
 
 
+def driver_addresses(master: str, host: str | None = None, bind: str | None = None) -> tuple[str | None, str | None]:
+    """The driver's ``(advertised host, bind address)``: as given, else ``SPARK_LOCAL_IP`` or
+    127.0.0.1 for a ``local``/``spark://`` master, else None (Spark's own choice)."""
+    if host is None and bind is None and master.startswith(("local", "spark://")):
+        host = os.environ.get("SPARK_LOCAL_IP") or "127.0.0.1"
+    return host, bind or host
+
+
+def _loopback(address: str) -> bool:
+    return address == "localhost" or address.startswith("127.") or address == "::1"
+
+
 def build_session(master: str = "local[*]", app_name: str = "ivm-daemon", shuffle_partitions: int = 1,
-                  log_level: str = "WARN", extra: dict | None = None):
-    """Get or create the SparkSession (see the module docstring for the settings)."""
-    prepare_environment()
+                  log_level: str = "WARN", extra: dict | None = None, driver_host: str | None = None,
+                  bind_address: str | None = None):
+    """Get or create the SparkSession (see the module docstring for the settings); ``extra``:
+    Spark settings over the daemon's."""
+    host, bind = driver_addresses(master, driver_host, bind_address)
+    prepare_environment(bind)
     from pyspark.sql import SparkSession
 
-    host = os.environ.get("SPARK_LOCAL_IP", "127.0.0.1")
     conf = {
-        "spark.ui.enabled": "false",
+        "spark.ui.enabled": "true",
         "spark.ui.showConsoleProgress": "false",
-        "spark.driver.bindAddress": host,
-        "spark.driver.host": host,
+        **({"spark.driver.bindAddress": bind} if bind else {}),
+        **({"spark.driver.host": host} if host else {}),
         "spark.sql.shuffle.partitions": str(max(1, shuffle_partitions)),
         "spark.default.parallelism": str(max(1, shuffle_partitions)),
         "spark.sql.session.timeZone": "UTC",
         "spark.sql.adaptive.enabled": "false",
-        "spark.sql.streaming.stateStore.providerClass":
-            "org.apache.spark.sql.execution.streaming.state.RocksDBStateStoreProvider",
-        "spark.sql.streaming.stateStore.rocksdb.changelogCheckpointing.enabled": "true",
         "spark.sql.execution.arrow.pyspark.enabled": "true",
         "spark.executorEnv.PYSPARK_PYTHON": sys.executable,
         "spark.pyspark.python": sys.executable,
         "spark.pyspark.driver.python": sys.executable,
         "spark.executorEnv.PYTHONPATH": os.environ["PYTHONPATH"],
-        "spark.executorEnv.SPARK_LOCAL_IP": host,
+        # a loopback driver has its executors on the same machine: they bind loopback too
+        **({"spark.executorEnv.SPARK_LOCAL_IP": bind} if bind and _loopback(bind) else {}),
         **({"spark.executorEnv.PGAPPNAME": os.environ["PGAPPNAME"]} if "PGAPPNAME" in os.environ else {}),
         "spark.python.worker.reuse": "true",
         "spark.sql.streaming.noDataMicroBatches.enabled": "false",

@@ -27,7 +27,10 @@ class StatusFile:
         self._lock = threading.RLock()
         self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shards": shards,
                      "state": "starting", "started_at": time.time(), "batches": 0,
-                     "rows_in_total": 0, "changes_out_total": 0, "last_batch": None}
+                     "rows_in_total": 0, "changes_out_total": 0, "last_batch": None,
+                     "sinks_committed_batch": None, "spark_committed_batch": None, "progress": None}
+        #: called with each batch's fields once its sinks hold it (the metrics' histograms)
+        self.observers: list = []
         self.write()
 
     def batch(self, **fields) -> None:
@@ -48,7 +51,24 @@ class StatusFile:
         d["rows_in_total"] += fields.get("rows_in", 0)
         d["changes_out_total"] += fields.get("changes_out", 0)
         d["last_batch"] = dict(fields, at=time.time())
+        if fields.get("batch_id") is not None:
+            d["sinks_committed_batch"] = fields["batch_id"]
         self.write()
+        for observe in self.observers:
+            observe(fields)
+
+    def progress(self, progress: dict) -> None:
+        """Spark's progress report of a batch it committed (:mod:`.listener`)."""
+        with self._lock:
+            self.data["progress"] = progress
+            if progress.get("batchId") is not None:
+                self.data["spark_committed_batch"] = progress["batchId"]
+            self.write()
+
+    def snapshot(self) -> dict:
+        """A copy of the figures (the metrics endpoint reads them at scrape time)."""
+        with self._lock:
+            return dict(self.data)
 
     def set(self, **fields) -> None:
         with self._lock:
@@ -98,6 +118,9 @@ def format_status(st: dict) -> str:
              f"master {st.get('master')}  shards {st.get('shards')}  {ran}",
              (f"batches {st.get('batches')}  rows in {st.get('rows_in_total')}  "
               f"view changes out {st.get('changes_out_total')}")]
+    if st.get("ui_url") or st.get("metrics_url"):
+        lines.append("  ".join(x for x in (f"Spark UI {st['ui_url']}" if st.get("ui_url") else "",
+                                            f"metrics {st['metrics_url']}" if st.get("metrics_url") else "") if x))
     b = st.get("last_batch")
     if b:
         lines.append(f"last batch {b.get('batch_id')}: {b.get('rows_in')} rows in, {b.get('changes_out')} "
@@ -105,6 +128,16 @@ def format_status(st: dict) -> str:
                      f"{b.get('seconds_behind')} s behind, {b.get('seconds'):.3f} s "
                      f"({b.get('changes_per_s')} changes/s), "
                      f"{time.time() - b.get('at', time.time()):.0f} s ago")
+    p = st.get("progress")
+    if p:
+        d = p.get("durationMs") or {}
+        lines.append(f"Spark: batch {p.get('batchId')} committed, {p.get('numInputRows')} input rows, "
+                     f"{d.get('triggerExecution')} ms (addBatch {d.get('addBatch')} ms), "
+                     f"{p.get('processedRowsPerSecond')} rows/s")
+    if st.get("sinks_committed_batch") is not None or st.get("spark_committed_batch") is not None:
+        lines.append(f"committed: sinks hold batch {st.get('sinks_committed_batch')} (ivm_daemon_batches), "
+                     f"Spark's commit log batch {st.get('spark_committed_batch')} "
+                     f"(sink_commit {st.get('sink_commit', 'pipelined')})")
     if st.get("error"):
         lines.append(f"error: {st['error']}")
     return "\n".join(lines)

@@ -1,4 +1,5 @@
-"""``--metrics-port``: Prometheus text on ``/metrics`` (prometheus-client).
+"""``--metrics-port``: Prometheus text on ``/metrics`` (prometheus-client, served by
+:class:`ivm_layer.exposition.Exposition`).
 
 Counters and histograms are updated by the connections as statements run (O(1) each); the
 per-view figures (rows, lag, subscriber backlog) are read from the backend when Prometheus
@@ -27,13 +28,9 @@ log = logging.getLogger("ivm_layer.serve")
 
 class Metrics:
     def __init__(self, port: int, host: str = "127.0.0.1"):
-        from prometheus_client import (
-            CollectorRegistry,
-            Counter,
-            Gauge,
-            Histogram,
-            start_http_server,
-        )
+        from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+        from ..exposition import Exposition
 
         self.registry = CollectorRegistry()
         r = self.registry
@@ -48,9 +45,9 @@ class Metrics:
         self.server = None
         self._collector = _ViewCollector(self)
         r.register(self._collector)
-        self.port = port
+        self._http = Exposition(r, port, host)
+        self.port = self._http.port
         self.host = host
-        self._http = start_http_server(port, addr=host, registry=r)
 
     def bind(self, server) -> None:
         self.server = server
@@ -72,9 +69,7 @@ class Metrics:
         self.latency.labels(path).observe(seconds)
 
     def close(self) -> None:
-        http = self._http
-        if isinstance(http, tuple):
-            http[0].shutdown()
+        self._http.close()
 
 
 def _kind(p) -> str:

@@ -471,8 +471,10 @@ def test_orphan_slots_of_discarded_checkpoints_are_dropped(pg_url, tmp_path, cap
 
 def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
     """The feed stops reading when its stage is full (a soft bound: one read of what the socket
-    holds), frees what Spark's commit log says is complete, confirms the slot up to there and
-    no further, and delivers every transaction exactly once."""
+    holds), frees what the consumer's commit marker (the daemon's sinks-committed.json,
+    written atomically) says is durable, confirms the slot up to there and no further, and
+    delivers every transaction exactly once."""
+    from ivm_layer.daemon.commitmark import marker_path, write_marker
     from ivm_layer.io.postgres.feed import committed_offset, daemon_feed
 
     with psycopg.connect(pg_url, autocommit=True) as c:
@@ -484,11 +486,9 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
         for i in range(300):  # ~6 MB of changes: more than a socket buffer holds
             c.execute("INSERT INTO r SELECT g, %s, repeat('x', 2000) FROM generate_series(1, 10) g", [i])
         wal = _lsn(c.execute("SELECT pg_current_wal_insert_lsn()::text").fetchone()[0])
-    spark = tmp_path / "spark"
-    (spark / "commits").mkdir(parents=True)
-    (spark / "offsets").mkdir()
-    assert committed_offset(str(spark)) is None
-    feed = daemon_feed(pg_url, slot, "p2", start, max_staged=200, spark_checkpoint=str(spark))
+    marker = marker_path(str(tmp_path))
+    assert committed_offset(marker) is None
+    feed = daemon_feed(pg_url, slot, "p2", start, max_staged=200, committed_marker=marker)
     seen: Counter = Counter()
     try:
         assert feed.wait_position(wal, 60, until_full=True)
@@ -503,12 +503,11 @@ def test_change_feed_commit_log_and_back_pressure(pg_url, tmp_path):
                 feed.wait_position(done + 1, 1.0)
                 continue
             end = staged[-1][0]
-            for t in feed.take(done, end):  # what Spark's batch reads, then records as complete
+            for t in feed.take(done, end):  # what a batch reads, then the sinks hold
                 seen.update((a, k) for (a, k, _), _ in t.changes["r"])
-            (spark / "offsets" / str(batch)).write_text(f'v1\n{{"batchWatermarkMs":0}}\n{{"lsn":{end}}}\n')
-            (spark / "commits" / str(batch)).write_text("v1\n{}\n")
-            assert committed_offset(str(spark)) == end
-            assert _wait_confirmed(pg_url, slot, end) >= end  # confirmed from the commit log alone
+            write_marker(str(tmp_path), batch, end)
+            assert committed_offset(marker) == end
+            assert _wait_confirmed(pg_url, slot, end) >= end  # confirmed from the marker alone
             done, batch = end, batch + 1
             if feed.position >= wal and not feed.staged(done):
                 break
@@ -582,3 +581,27 @@ def test_spark_class_data_archive_adopted_and_leftovers_removed(tmp_path, monkey
     with open(final) as f:
         assert int(f.read()) in dead
     assert sorted(os.listdir(d)) == sorted([os.path.basename(final), f"{os.path.basename(final)}.{os.getpid()}.tmp"])
+
+
+def test_commit_marker_is_what_the_feed_confirms_and_covers_a_replayed_snapshot(tmp_path):
+    """The daemon's sinks-committed.json (not Spark's commits/ directory) tells the feed what it
+    may confirm and the source whether a replayed snapshot batch was applied; an unreadable
+    marker counts as none (the slot is then confirmed less far: safe)."""
+    from ivm_layer.daemon.commitmark import marker_path, read_marker, write_marker
+    from ivm_layer.daemon.source import CdcStreamReader
+    from ivm_layer.io.postgres.feed import committed_offset
+
+    path = marker_path(str(tmp_path))
+    reader = CdcStreamReader({"url": "postgresql://u@h/db", "slot": "s", "publication": "p", "tables": "r",
+                              "commitMarker": path})
+    assert read_marker(path) is None and committed_offset(path) is None
+    assert not reader._snapshot_applied()
+    write_marker(str(tmp_path), 0, 0x16B3F28)
+    assert reader._snapshot_applied()
+    assert committed_offset(path) == 0x16B3F28 and read_marker(path)["batch_id"] == 0
+    write_marker(str(tmp_path), 7, 0x16B4000)
+    assert committed_offset(path) == 0x16B4000 and read_marker(path)["batch_id"] == 7
+    assert not [n for n in os.listdir(tmp_path) if n != os.path.basename(path)]   # no temporary left
+    with open(path, "w") as f:
+        f.write('{"batch_id": 8, "lsn": ')                       # torn (not by the daemon: it renames)
+    assert read_marker(path) is None and committed_offset(path) is None

@@ -85,18 +85,16 @@ def replication_url(url: str) -> str:
     return make_conninfo(url, options=f"{own} -c logical_decoding_work_mem={DECODING_MEMORY}".strip())
 
 
-def committed_offset(spark_checkpoint: str | None) -> int | None:
-    """The ``lsn`` end offset of the last batch in Spark's commit log (None if unknown)."""
-    if not spark_checkpoint:
+def committed_offset(marker: str | None) -> int | None:
+    """The ``lsn`` of the JSON file ``marker`` the consumer writes atomically (rename) as it makes
+    batches durable, e.g. the daemon's ``sinks-committed.json`` (None if absent or unreadable)."""
+    if not marker:
         return None
     try:
-        ids = [int(n) for n in os.listdir(os.path.join(spark_checkpoint, "commits")) if n.isdigit()]
-        if not ids:
-            return None
-        with open(os.path.join(spark_checkpoint, "offsets", str(max(ids)))) as f:
-            last = f.read().strip().splitlines()[-1]
-        return int(json.loads(last)["lsn"])
-    except (OSError, ValueError, KeyError, IndexError, TypeError):
+        with open(marker) as f:
+            lsn = json.load(f).get("lsn")
+        return None if lsn is None else int(lsn)
+    except (OSError, ValueError, AttributeError, TypeError):
         return None
 
 
@@ -341,12 +339,12 @@ DAEMON_RECONNECT_SECONDS = 300.0
 
 
 def daemon_feed(url: str, slot: str, publication: str, start_lsn: int, max_staged: int = 300_000,
-                stream: ReplicationStream | None = None, spark_checkpoint: str | None = None) -> ChangeFeed:
+                stream: ReplicationStream | None = None, committed_marker: str | None = None) -> ChangeFeed:
     """The daemon's feed of ``slot``: changes only (no logical messages), the walsender's
     decoding memory raised (:func:`replication_url`), a full stage held (the consumer commits
-    within seconds), idle positions confirmed, and — with ``spark_checkpoint`` — what Spark's
-    commit log records as complete confirmed promptly (polled every 0.25 s while transactions
-    are staged). ``stream``: a connection on which the slot was created (its exported snapshot
+    within seconds), idle positions confirmed, and — with ``committed_marker`` — what the
+    consumer's marker file records as durable confirmed promptly (:func:`committed_offset`,
+    polled every 0.25 s while transactions are staged). ``stream``: a connection on which the slot was created (its exported snapshot
     read), started here at ``start_lsn``."""
 
     def open_stream(lsn: int) -> ReplicationStream:
@@ -360,7 +358,7 @@ def daemon_feed(url: str, slot: str, publication: str, start_lsn: int, max_stage
 
     if stream is not None:
         stream.start(slot, publication, start_lsn, messages=False)
-    source = (lambda: committed_offset(spark_checkpoint)) if spark_checkpoint else None
+    source = (lambda: committed_offset(committed_marker)) if committed_marker else None
     return ChangeFeed(open_stream, slot, start_lsn, stream=stream, max_staged=max_staged,
                       confirm_idle=True, committed_source=source,
                       reconnect_seconds=DAEMON_RECONNECT_SECONDS, logger=logging.getLogger("ivm.daemon"))
