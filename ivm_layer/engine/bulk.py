@@ -31,7 +31,8 @@ from itertools import chain, compress
 from operator import itemgetter
 from typing import Any, Callable
 
-from .groups import HashGroup, OrderedGroup
+from .groups import HashGroup
+from .index import group_from_items, group_of
 from .predicates import key_fn
 from .values import canonical_row
 
@@ -172,13 +173,13 @@ def apply_index(idx: Any, delta: dict) -> None:
         g = groups.get(k)
         if g is None:
             if len(kcs) == 1:
-                groups[k] = HashGroup.of(kcs[0], kds[0]) if sp is None else OrderedGroup.of(sp, kcs[0], kds[0])
+                groups[k] = group_of(sp, kcs[0], kds[0])
                 continue
             if sp is None and distinct and ones:
                 groups[k] = HashGroup.from_ones(kcs)
                 continue
             items = dict.fromkeys(kcs, 1) if distinct and ones else _items(kcs, kds, distinct)
-            g = HashGroup.from_items(items) if sp is None else OrderedGroup.from_items(sp, items)
+            g = group_from_items(sp, items)
             if g.total or len(g):
                 groups[k] = g
             continue
@@ -259,6 +260,12 @@ def propagate(trep: Any, atom: int, delta: dict, rest: Callable[[Any, dict, bool
             return
         step = n.step
         kind = step[0] if step is not None else None
+        if p.derived is None and kind == "nonguard" and type(step[1].sort_pos) is tuple:
+            delta = n.up(delta)  # a box fan-out: the delta boxed, one box sum per sibling tuple
+            if not delta:
+                return
+            n = p
+            continue
         if p.derived is not None or kind not in ("fused", "project", "guard"):
             rest(n, delta, False)
             return

@@ -204,7 +204,7 @@ def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, di
             emit_level(n_children(r) + rest, lookups(r, ind))
             return
         layout[r.id] = r.enum_pos
-        if batch and not rest and r.virtual is None and r.weight is None and emit_fast(r, tp, ind):
+        if batch and not rest and r.virtual is None and r.weight is None and r.p_box is None and emit_fast(r, tp, ind):
             return
         if r.virtual is not None:
             v = r.virtual
@@ -232,7 +232,10 @@ def gen_enum(trep: Host, atom: int | None, batch: bool = False) -> tuple[str, di
             ind += "    "
             emit_level(n_children(r) + rest, lookups(r, ind))
             return
-        if r.p_bounds is not None:
+        if r.p_box is not None:  # several variables compared: the box of the parent tuple
+            ns[f"BX{r.id}"] = r.p_box
+            lines.append(f"{ind}for {tr}, m{r.id} in g{r.id}.box_items(BX{r.id}({tp})):")
+        elif r.p_bounds is not None:
             ns[f"B{r.id}"] = r.e_bounds or r.p_bounds
             lines.append(f"{ind}for b{r.id} in g{r.id}.buckets_in(*B{r.id}({tp})):")
             ind += "    "

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from .boxgroup import BoxGroup, inside
 from .groups import HashGroup
 from .rnode import RNode
 from .trep import TRep
@@ -70,6 +71,14 @@ class Membership:
             t = tuple(val[v] for v in layout)
             if type(g) is HashGroup:
                 m = g.get(t)
+            elif type(g) is BoxGroup:  # several compared variables (engine/boxgroup.py)
+                m = g.live.get(t)
+                if m is not None and r.p_box is not None:
+                    try:
+                        if not inside(t, g.dims, r.p_box(tp)):
+                            return 0
+                    except TypeError:  # a NULL where the predicate reads: not in the view
+                        return 0
             else:
                 bucket = g.buckets.get(t[g.sort_pos])
                 m = bucket.get(t) if bucket is not None else None

@@ -304,3 +304,30 @@ def split_on_sort_var(preds: list[Predicate]) -> tuple[str | None, list[Predicat
     on = [p for p in preds if p.left == sort_var]
     rest = [p for p in preds if p.left != sort_var]
     return sort_var, on, rest
+
+
+def box_vars(preds: list[Predicate]) -> list[str] | None:
+    """The left variables of predicates ``left op right + c`` when they are two or more and every
+    predicate is a comparison (``<``, ``<=``, ``>``, ``>=``, ``=`` with an offset): an edge a
+    multi-level box index covers completely (engine/boxgroup.py), the variable most predicates
+    use first. None otherwise (at most one variable: one order covers it)."""
+    if not preds or any(p.op not in ("<", "<=", ">", ">=", "=") or p.right is None for p in preds):
+        return None
+    counts = Counter(p.left for p in preds)
+    if len(counts) < 2:
+        return None
+    return sorted(counts, key=lambda v: (-counts[v], v))
+
+
+def compile_box_bounds(preds: list[Predicate], variables: list[str], right_pos: dict[str, int]
+                       ) -> Callable[[tuple], tuple]:
+    """``f(r)``: per variable of ``variables`` (in that order), the range :func:`compile_bounds`
+    gives for the predicates on it, read from the probing tuple ``r``."""
+    fs = [compile_bounds([p for p in preds if p.left == v], right_pos) for v in variables]
+    if len(fs) == 2:
+        f0, f1 = fs
+        return lambda r: (f0(r), f1(r))
+    if len(fs) == 3:
+        f0, f1, f2 = fs
+        return lambda r: (f0(r), f1(r), f2(r))
+    return lambda r: tuple(f(r) for f in fs)

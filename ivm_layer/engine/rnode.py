@@ -37,7 +37,7 @@ class RNode:
                  "sibling", "in_n", "frontier", "is_guard", "filter", "indexes", "appliers", "up",
                  "p_index", "p_key_vars", "p_bounds", "p_resid", "p_check", "enum_pos", "atom",
                  "virtual", "v_index", "v_key", "v_bounds", "p_sort_pos", "chain", "e_bounds", "kchain",
-                 "weight", "derived", "step")
+                 "weight", "derived", "step", "p_box")
 
     def __init__(self, node: Node, form: list[str], fused: bool):
         self.node = node
@@ -87,3 +87,6 @@ class RNode:
         # ("project",), ("chain",), ("guard" | "nonguard", sibling index, key variables,
         # predicates the index order covers, predicates checked tuple by tuple); None at the root.
         self.step: Any = None
+        # P_n a multi-level box index (an edge with inequalities on several of n's variables,
+        # engine/boxgroup.py): f(parent tuple) -> the box, per variable (lo, li, hi, hii)
+        self.p_box = None

@@ -11,7 +11,8 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from .pairaxis import CHUNK as PAIR_CHUNK
-from .predicates import oriented_cross, split_on_sort_var
+from ..planner.guards import box_reason, polylog
+from .predicates import box_vars, oriented_cross, split_on_sort_var
 
 if TYPE_CHECKING:
     from .rnode import RNode
@@ -21,9 +22,18 @@ def derived_steps(trep: Any) -> dict[int, str]:
     """GJT node id → why, for the steps to a parent that this representation derives on
     demand in O(log n) (the derived top join and chain) rather than propagates: EXPLAIN's
     update cost counts them as O(log n)."""
-    out: dict[int, str] = {}
+    out: dict[int, Any] = {}
     v = trep.virtual
-    if v is not None:
+    if v is not None and v.box is not None:
+        k = len(box_vars(v.box))
+        for n in (v.g, v.m):
+            out[n.node.id] = (polylog(k + 1), "the derived join above it: one box sum over the other side's "
+                              f"multi-level index on {k} variables, amortized (see engine: below)")
+        out["delay"] = (polylog(k + 1), f"one box of the multi-level index per {_label(trep, v.g)} tuple of a "
+                        f"key with output, amortized; a {_label(trep, v.g)} tuple without a partner costs one "
+                        "box probe that reports nothing (with many such tuples in a row the delay is that many "
+                        "probes, not bounded by a polylog)")
+    elif v is not None:
         for n in (v.g, v.m):
             out[n.node.id] = "the derived join above it: one range sum (see engine: below)"
     c = trep.chain
@@ -33,6 +43,10 @@ def derived_steps(trep: Any) -> dict[int, str]:
     if trep.kchain is not None:
         out.update(trep.kchain.derived_steps())
     return out
+
+
+def _label(trep: Any, n: RNode) -> str:
+    return "{" + ", ".join(sorted(n.node.vars)) + "}" if n.atom is None else trep.plan.atom_label(n.atom)
 
 
 def cost_notes(trep: Any) -> list[str]:
@@ -48,6 +62,13 @@ def cost_notes(trep: Any) -> list[str]:
         out.append(f"derived join {label(v.p)}: ρ not stored; updates go to the derived keyed chain "
                    f"(below); enumeration visits only the keys with output, walking {label(v.g)}'s group "
                    "inside the range its extreme partner admits")
+    elif v is not None and v.box is not None:
+        k = len(box_vars(v.box))
+        out.append(f"derived join {label(v.p)}: ρ not stored; {label(v.g)} and {label(v.m)} are each kept in a "
+                   f"multi-level box index on the {k} compared variables ({' ∧ '.join(map(str, v.box))}); an "
+                   f"update of either changes per-key counts by one box sum, {polylog(k + 1)} amortized; "
+                   f"enumeration walks {label(v.g)}'s tuples of each key with output and reports the box of "
+                   f"each: {polylog(k + 1)} per row, plus one empty probe per {label(v.g)} tuple without a partner")
     elif v is not None:
         how = f"one inequality ({v.pred})" if v.pred is not None else "equalities only"
         out.append(f"derived join {label(v.p)}: ρ not stored; an update of {label(v.g)} or {label(v.m)} "
@@ -66,7 +87,16 @@ def cost_notes(trep: Any) -> list[str]:
         p = n.parent
         if p is None or p.fused or not n.node.preds:
             continue
-        _, on, rest = split_on_sort_var(oriented_cross(n.node, p.node))
+        cross = oriented_cross(n.node, p.node)
+        bv = box_vars(cross)
+        if bv is not None:
+            k = len(bv)
+            if not (v is not None and n in (v.g, v.m)):
+                out.append(f"edge {label(p)} -> {label(n)} ({' ∧ '.join(map(str, cross))}): a multi-level box "
+                           f"index on {', '.join(bv)} ({box_reason(k)}): box sums and enumeration "
+                           f"{polylog(k + 1)}; an update of the non-guard side reports its box (output-sensitive)")
+            continue
+        _, on, rest = split_on_sort_var(cross)
         if rest:
             preds = " ∧ ".join(map(str, on + rest))
             out.append(f"edge {label(p)} -> {label(n)} ({preds}): one order covers {len(on)} of "

@@ -24,13 +24,16 @@ from typing import Any, Callable, Iterator
 from ..errors import ConcurrentModificationError
 from ..planner import Plan
 from ..planner.gjt import Node
+from .boxgroup import BoxGroup
 from .chain import find_chain
 from .enumgen import gen_enum
 from .groups import HashGroup
 from .index import Index
 from .keyedchain import find_keyed_chain
 from .predicates import (
+    box_vars,
     compile_bounds,
+    compile_box_bounds,
     compile_cross_check,
     compile_filter,
     flip_all,
@@ -112,7 +115,7 @@ class TRep:
         return r
 
     def _index(self, owner: RNode, key_vars: list[str], content_vars: list[str] | None,
-               content_filter, sort_var: str | None) -> Index:
+               content_filter, sort_var: str | tuple | None) -> Index:
         spec = (owner.id, tuple(key_vars), tuple(content_vars) if content_vars is not None else None, sort_var)
         idx = self._index_by_spec.get(spec)
         if idx is not None:
@@ -122,7 +125,12 @@ class TRep:
             content, cpos = None, owner.pos
         else:
             content, cpos = projector(content_vars, owner.pos), {v: i for i, v in enumerate(content_vars)}
-        sort_pos = cpos[sort_var] if sort_var is not None else None
+        if sort_var is None:
+            sort_pos = None
+        elif type(sort_var) is tuple:  # several variables: a multi-level box index
+            sort_pos = tuple(cpos[v] for v in sort_var)
+        else:
+            sort_pos = cpos[sort_var]
         idx = Index(kf, content, content_filter, sort_pos, spec)
         self._index_by_spec[spec] = idx
         owner.indexes.append(idx)
@@ -148,6 +156,32 @@ class TRep:
             n.v_key = key_fn([], p.pos)
             n.up = s.chain.t_up(projector(p.form, n.pos))
             n.step = ("chain",)
+        elif n.is_guard and box_vars(oriented_cross(s.node, p.node) if not s.is_guard else []):
+            # Case B on an edge with inequalities on several of s's variables: S_s is a
+            # multi-level box index, the range sum a box sum (engine/boxgroup.py).
+            key_vars = sorted(s.node.vars & n.node.vars)
+            cross = oriented_cross(s.node, p.node)
+            bv = box_vars(cross)
+            idx = self._index(s, key_vars, None, None, tuple(bv))
+            n.v_index, n.v_key = idx, key_fn(key_vars, p.pos)
+            n.up = _make_box_guard_up(idx, key_fn(key_vars, n.pos), projector(p.form, n.pos), p.filter,
+                                      compile_box_bounds(cross, bv, n.pos))
+            n.step = ("guard", idx, key_vars, cross, [])
+        elif not n.is_guard and box_vars(flip_all(oriented_cross(n.node, p.node))):
+            # Case C on such an edge: S_s (π_var(p) ρ_s) is a box index on p's variables; a large
+            # delta is itself boxed and each sibling tuple sums it (no quadratic fan-out).
+            key_vars = sorted(s.node.vars & n.node.vars)
+            orig = oriented_cross(n.node, p.node)  # n_var op parent_var + c
+            cross = flip_all(orig)  # parent_var op n_var + c
+            bv = box_vars(cross)
+            idx = self._index(s, key_vars, p.form, p.filter, tuple(bv))
+            n.v_index, n.v_key = idx, key_fn(key_vars, n.pos)
+            n.v_bounds = compile_box_bounds(cross, bv, n.pos)  # the derived join's box sum
+            rv = sorted({q.left for q in orig}, key=lambda v: (-sum(q.left == v for q in orig), v))
+            n.up = _make_box_nonguard_up(
+                idx, key_fn(key_vars, n.pos), compile_box_bounds(cross, bv, n.pos),
+                tuple(n.pos[v] for v in rv), compile_box_bounds(orig, rv, p.pos))
+            n.step = ("nonguard", idx, key_vars, cross, [])
         elif n.is_guard:
             # Case B: n guards p. Probe S_s, grouped by var(s) ∩ var(n), ordered on s's side.
             key_vars = sorted(s.node.vars & n.node.vars)
@@ -182,8 +216,16 @@ class TRep:
             end = n  # the lowest node of n's chain of fused nodes inside N
             while end.fused and end.children[0].in_n:
                 end = end.children[0]
+            bv = box_vars(cross) if n.chain is None else None
             if n.virtual is not None:
                 pass  # derived on demand: no P_n
+            elif bv is not None:
+                # several variables compared: P_n is a multi-level box index, read box by box
+                n.p_index = self._index(n, key_vars, end.own if end.fused else None, None, tuple(bv))
+                if end.fused:
+                    n.enum_pos = end.own_pos
+                n.p_box = compile_box_bounds(cross, bv, p.pos)
+                on, rest = [], []
             elif n.chain is not None:
                 # derived: P_n is S's group (π_var(n) ρ_S, ordered on d), read inside the
                 # range R's extreme tuple admits (e_bounds below)
@@ -336,7 +378,7 @@ class TRep:
                 continue
             proj = projector(r.own, r.pos) if idx.content is None else (lambda t: t)
             for g in idx.groups.values():
-                items = g.items() if type(g) is HashGroup else (
+                items = g.items() if type(g) is HashGroup or type(g) is BoxGroup else (
                     kv for b in g.buckets.values() for kv in b.items())
                 for t, m in items:
                     u = proj(t)
@@ -404,6 +446,70 @@ def _make_guard_up(idx: Index, key, proj, pfilter, bounds, resid):
                 pt = proj(t)
                 if pfilter is None or pfilter(pt):
                     out[pt] = out.get(pt, 0) + d * s
+        return out
+
+    return up
+
+
+def _make_box_guard_up(idx: Index, key, proj, pfilter, box):
+    """Δp[π t] += Δn(t) · Σ{ρ_s(u) : u in t's group, u inside t's box}: one box sum,
+    O(log^(k+1) n) (engine/boxgroup.py)."""
+    groups = idx.groups
+
+    def up(delta):
+        out = {}
+        for t, d in delta.items():
+            g = groups.get(key(t))
+            if g is None:
+                continue
+            s = g.box_sum(box(t))
+            if s:
+                pt = proj(t)
+                if pfilter is None or pfilter(pt):
+                    out[pt] = out.get(pt, 0) + d * s
+        return out
+
+    return up
+
+
+#: delta tuples of one key from which a box fan-out is computed the other way round
+BOX_REVERSE_MIN = 64
+
+
+def _make_box_nonguard_up(idx: Index, key, box, rdims: tuple, rbox):
+    """Δp[u] += Δn(t) · ρ(u) for every sibling tuple u inside t's box: a box report per delta
+    tuple (output-sensitive). A key with :data:`BOX_REVERSE_MIN` delta tuples or more (a bulk
+    load) boxes its delta tuples instead (``rdims``: their compared positions) and gives each
+    sibling tuple u of the group one box sum over them (``rbox(u)``): O((|group| + |Δ|)
+    log^(k+1)) for the key, never |group| · |Δ|."""
+    groups = idx.groups
+
+    def up(delta):
+        out = {}
+        get = out.get
+        by_key: dict = {}
+        for t, d in delta.items():
+            if d:
+                k = key(t)
+                lst = by_key.get(k)
+                if lst is None:
+                    by_key[k] = [(t, d)]
+                else:
+                    lst.append((t, d))
+        for k, items in by_key.items():
+            g = groups.get(k)
+            if g is None:
+                continue
+            if len(items) >= BOX_REVERSE_MIN:
+                tmp = BoxGroup.from_items(rdims, dict(items))
+                for u, m in g.items():
+                    w = tmp.box_sum(rbox(u))
+                    if w:
+                        out[u] = get(u, 0) + w * m
+                continue
+            for t, d in items:
+                for u, m in g.box_items(box(t)):
+                    out[u] = get(u, 0) + d * m
         return out
 
     return up

@@ -34,13 +34,16 @@ from itertools import chain
 from typing import TYPE_CHECKING, Any, Callable
 
 from ..errors import UpdateError
+from .boxgroup import BoxGroup
 from .groups import HashGroup, OrderedGroup
 from .leaves import bad_row
 from .predicates import (
     RANGE_SUM,
     bound_source,
     bounds_lines,
+    box_vars,
     compile_bounds,
+    compile_box_bounds,
     compile_cross_check,
     key_expr,
     range_args_source,
@@ -188,7 +191,10 @@ class _Gen:
         self.group_get(g, idx.groups, key_vars, pos, tv, ind)
         self.emit(ind, f"if {g} is not None:")
         ind += 4
-        if rest:
+        if type(idx.sort_pos) is tuple:  # a multi-level box index: one box sum
+            bv = box_vars(on)
+            self.emit(ind, f"{s} = {g}.box_sum({self.ref(compile_box_bounds(on, bv, pos), 'BX')}({tv}))")
+        elif rest:
             resid = self.ref(compile_cross_check(rest, other_pos, pos), "R")
             u, m = self.var("u"), self.var("m")
             self.emit(ind, f"{s} = 0")
@@ -218,7 +224,9 @@ class _Gen:
         for idx in n.indexes:
             _, key_vars, content_vars, _ = idx.spec
             groups = self.ref(idx.groups, "G")
-            new = self.ref(HashGroup.of if idx.sort_pos is None else partial(OrderedGroup.of, idx.sort_pos), "NEW")
+            sp = idx.sort_pos
+            new = self.ref(HashGroup.of if sp is None else partial(
+                BoxGroup.of if type(sp) is tuple else OrderedGroup.of, sp), "NEW")
             i = ind
             c = tv
             if content_vars is not None:
@@ -332,7 +340,11 @@ class _Gen:
             self.emit(ind, f"{g} = {self.ref(idx.groups, 'G')}.get({key_expr(key_vars, n.pos, tv)})")
             self.emit(ind, f"if {g} is not None:")
             start = len(self.lines)
-            self.emit(ind + 4, f"for {u}, {m} in {self.range_items(g, on, n.pos, tv, ind + 4)}:")
+            if type(idx.sort_pos) is tuple:  # a multi-level box index: the box's tuples
+                bx = self.ref(compile_box_bounds(on, box_vars(on), n.pos), "BX")
+                self.emit(ind + 4, f"for {u}, {m} in {g}.box_items({bx}({tv})):")
+            else:
+                self.emit(ind + 4, f"for {u}, {m} in {self.range_items(g, on, n.pos, tv, ind + 4)}:")
             body = ind + 8
             if rest:
                 self.emit(body, f"if not {self.ref(compile_cross_check(rest, p.pos, n.pos), 'R')}({u}, {tv}): continue")
@@ -414,13 +426,18 @@ class _Gen:
             _, idx, key_vars, on, rest = step
             if rest:
                 raise NotCompiled("the derived join's edge has predicates outside its order")
+
             g, w, w2 = self.var("g"), self.var("w"), self.var("w")
             kv = self.var("k")
             if key_vars or not self.hoisted:
                 self.emit(ind, f"{kv} = {key_expr(key_vars, n.pos, tv)}")
             self.group_get(g, v.g_groups, key_vars, n.pos, tv, ind)
             self.emit(ind, f"if {g} is not None:")
-            self.emit(ind + 4, f"{w} = {self.range_sum(g, on, n.pos, tv, ind + 4)}")
+            if type(idx.sort_pos) is tuple:  # several variables compared: one box sum
+                bx = self.ref(compile_box_bounds(on, box_vars(on), n.pos), "BX")
+                self.emit(ind + 4, f"{w} = {g}.box_sum({bx}({tv}))")
+            else:
+                self.emit(ind + 4, f"{w} = {self.range_sum(g, on, n.pos, tv, ind + 4)}")
             self.emit(ind + 4, f"if {w}:")
             if not key_vars and self.deferred:  # inside a fan-out: one count update after it
                 acc = self.var("acc")

@@ -7,7 +7,7 @@ from __future__ import annotations
 from typing import Any
 
 from ..query import Predicate
-from .predicates import flip_all, oriented_cross, split_on_sort_var
+from .predicates import box_vars, flip_all, oriented_cross, split_on_sort_var
 from .rnode import Host, RNode
 
 
@@ -21,13 +21,14 @@ class Virtual:
     output they are proportional to."""
 
     __slots__ = ("trep", "p", "g", "m", "pred", "counts", "extreme", "g_groups", "m_groups", "p_key", "chain",
-                 "kchain")
+                 "kchain", "box")
 
     def __init__(self, trep: Host, p: RNode, g: RNode, m: RNode, pred: Predicate | None):
         self.trep, self.p, self.g, self.m, self.pred = trep, p, g, m, pred
         self.counts: dict = {}
         self.chain: Any = None  # m's ρ derived too: a Chain (engine/chain.py)
         self.kchain: Any = None  # m's frontier derived: a KeyedChain (engine/keyedchain.py)
+        self.box: Any = None  # the edge's predicates when they compare several variables (box sums)
         # ``parent_var < m_var + c`` holds for some u of a group iff it holds for its largest
         # m_var: the range admitted by that extreme tuple is exactly the partnered tuples.
         self.extreme = None if pred is None else ("max_tuple" if pred.op in ("<", "<=") else "min_tuple")
@@ -66,7 +67,10 @@ class Virtual:
                 grp = groups.get(k)
                 if grp is None:
                     continue
-                w = grp.range_sum(*bounds(u)) if bounds is not None else grp.total
+                if self.box is not None:
+                    w = grp.box_sum(bounds(u))
+                else:
+                    w = grp.range_sum(*bounds(u)) if bounds is not None else grp.total
                 if not w:
                     continue
                 w = d * w
@@ -112,10 +116,17 @@ def find_virtual(trep: Host) -> Virtual | None:
     if g.node.preds:
         return None
     cross = flip_all(oriented_cross(m.node, p.node))  # parent_var op m_var + c
+    if p.in_n and not (g.in_n and m.in_n):
+        return None
+    if box_vars(cross) is not None:
+        # inequalities on several variables: both sides are box indexes (engine/boxgroup.py);
+        # an update costs one box sum, enumeration walks every g tuple of a key with output
+        v = Virtual(trep, p, g, m, None)
+        v.box = cross
+        p.virtual = v
+        return v
     sort_var, on, rest = split_on_sort_var(cross)
     if rest or len(on) > 1 or (on and on[0].op not in ("<", "<=", ">", ">=")):
-        return None
-    if p.in_n and not (g.in_n and m.in_n):
         return None
     v = Virtual(trep, p, g, m, on[0] if on else None)
     p.virtual = v

@@ -7,15 +7,15 @@ parent ``p`` it does one of (see ``engine/trep.py``):
 * ``n`` guards ``p`` (var(p) ⊆ var(n)) and the sibling's edge has no inequality: one group
   total per delta tuple, O(1);
 * ``n`` guards ``p`` and the sibling's edge has inequalities on one variable: a range sum,
-  O(log n); with inequalities on several variables the rest are checked tuple by tuple over
-  the range, O(n);
+  O(log n); with inequalities on k ≥ 2 variables a box sum over a multi-level index,
+  O(log^(k+1) n) amortized (engine/boxgroup.py);
 * ``n`` is not a guard: every matching tuple of the sibling's group becomes a parent delta,
   O(n) (the group's degree), and the delta grows for the steps above.
 
 A leaf whose every step is of the first two kinds is on a *guard path*: an update of its
 table costs O(1) (002 §3 "simple" GJTs, 003 §3's update property). Enumeration (Algorithm 1)
-has constant delay over N unless an edge inside N carries inequalities on several variables
-(one is served by the order, the others filter tuple by tuple: linear delay).
+has constant delay over N unless an edge inside N carries inequalities on k ≥ 2 variables (a
+multi-level box index reports each box: O(log^(k+1) n) delay).
 """
 
 from __future__ import annotations
@@ -28,6 +28,26 @@ from .gjt import Node, fmt_vars
 
 O1, OLOG, ON = "O(1)", "O(log n)", "O(n)"
 _RANK = {O1: 0, OLOG: 1, ON: 2}
+
+
+def polylog(j: int) -> str:
+    """``O(log^j n)`` (``O(log n)`` for j = 1): the bounds of the multi-level box indexes."""
+    return OLOG if j <= 1 else f"O(log^{j} n)"
+
+
+def rank(cost: str) -> float:
+    """Order of the bounds: O(1) < O(log n) < O(log^2 n) < … < O(n)."""
+    r = _RANK.get(cost)
+    if r is not None:
+        return r
+    return 1 + int(cost[len("O(log^"):].split(" ", 1)[0]) / 100  # O(log^j n)
+
+
+def box_reason(k: int) -> str:
+    """Why an edge comparing ``k`` variables costs what it does (EXPLAIN's words)."""
+    return (f"a multi-level box index on its {k} compared variables (range trees merged by the "
+            f"logarithmic method, engine/boxgroup.py): a box sum or the start of a box costs "
+            f"{polylog(k + 1)}, amortized over the index's rebuilds")
 
 
 def _inequalities(n: Node) -> list:
@@ -66,7 +86,7 @@ class GuardReport:
     def update_cost(self, atoms: list[int] | None = None) -> str:
         """The worst per-update bound over the given leaves (all by default)."""
         costs = [lp.cost for a, lp in self.leaves.items() if atoms is None or a in atoms]
-        return max(costs, key=_RANK.get) if costs else O1
+        return max(costs, key=rank) if costs else O1
 
 
 def _step(n: Node) -> tuple[str, str]:
@@ -87,9 +107,10 @@ def _step(n: Node) -> tuple[str, str]:
     for s in sibs:
         if not _inequalities(s):
             continue
-        if _sort_vars(s) > 1:
-            return ON, (f"the edge to {fmt_vars(s.vars)} carries inequalities on several variables: "
-                        "a range is scanned and filtered tuple by tuple")
+        k = _sort_vars(s)
+        if k > 1:
+            return polylog(k + 1), (f"a box sum over the edge to {fmt_vars(s.vars)}, which compares {k} "
+                                    f"variables: {box_reason(k)}")
         worst, why = OLOG, f"a range sum over the inequality edge to {fmt_vars(s.vars)}"
     return worst, why
 
@@ -114,17 +135,18 @@ def analyze(root: Node, in_n: set[int], derived: Mapping[int, str] | None = None
             c, why = _step(m) if d is None else (d if isinstance(d, tuple) else (OLOG, d))
             if not m.parent.vars <= m.vars and [x for x in m.parent.children if x is not m]:
                 guard = False
-            if _RANK[c] > _RANK[cost]:
+            if rank(c) > rank(cost):
                 cost, reason = c, why
             m = m.parent
         rep.leaves[n.atom] = LeafPath(n.atom, cost, guard, reason)
+    if rep.multi_inequality_edges:
+        e = max(rep.multi_inequality_edges, key=_sort_vars)
+        k = _sort_vars(e)
+        rep.delay = polylog(k + 1)
+        rep.delay_reason = (f"the edge above {fmt_vars(e.vars)} compares {k} variables by inequalities: "
+                            f"{box_reason(k)}, and reports each tuple of the box once")
     if "delay" in derived:  # the engine's own enumeration bound (cost, reason)
         rep.delay, rep.delay_reason = derived["delay"]
-    if rep.multi_inequality_edges:
-        e = rep.multi_inequality_edges[0]
-        rep.delay = ON
-        rep.delay_reason = (f"the edge above {fmt_vars(e.vars)} compares several variables by inequalities: "
-                            "one is served by the index order, the others filter tuple by tuple")
     return rep
 
 
