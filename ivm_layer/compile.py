@@ -114,7 +114,7 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
         nn = Predicate(v, "is not null", None, None)
         if nn not in gcq.predicates:
             gcq.predicates.append(nn)
-    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars)
+    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars, range_vars)
     try:
         the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
     except CyclicQueryError as e:  # say which class the parameters gave, not only "cyclic"
@@ -123,16 +123,22 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
             "outside CQAP0 the view keeps a materialized answer map maintained over a generalized join "
             "tree of the whole query, and this query has none (004's heavy/light construction for such "
             "views is not built)", e.atoms) from None
-    the_plan.notes = (the_plan.notes or []) + describe(pp, names, [(n, op) for n, op, _ in ranges])
+    # the range parameters on the indexed column (planner/params.py); rows that differ only in a
+    # compared column not among the view's columns are merged at lookup time
+    indexed = [k for k, v in enumerate(range_vars) if v == pp.range_var]
+    merge = not set(range_vars) <= {gcq.output[i] for i in keep}
+    the_plan.notes = (the_plan.notes or []) + describe(
+        pp, names, [(n, op, v) for (n, op, _), v in zip(ranges, range_vars)], merge)
     everything = names + [n for n, _, _ in ranges]
     if all(n.startswith("p") and n[1:].isdigit() for n in everything):
         everything.sort(key=lambda n: int(n[1:]))
     rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
+    kw = dict(eq_params=names, ranges=rng, indexed=indexed, range_node=pp.range_node if pp.cqap0 else None,
+              merge=merge)
     if consts:
         return ConstantColumnsView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
-                                   eq_params=names, ranges=rng, constants=consts)
-    return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
-                     eq_params=names, ranges=rng)
+                                   constants=consts, **kw)
+    return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None, **kw)
 
 
 def _param_aggregate(gcq, sql: str, rewritten: str, placeholders: list[str], schema: dict, dialect: str):
