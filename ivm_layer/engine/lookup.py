@@ -69,7 +69,8 @@ class ParamView(View):
         if cqap0 and range_node is None:
             indexed = ()
         self._range_node = range_node
-        self._rl = RangeLookup(self._ranges, list(indexed), self._nout, merge) if self._ranges else None
+        self._rl = RangeLookup(self._ranges, list(indexed), self._nout, merge,
+                               distinct=plan.gcq.distinct) if self._ranges else None
         self._sort_pos = self._ranges[indexed[0]][2] if self._ranges and indexed and not cqap0 else None
         if cqap0:
             self._prepare_lookup()

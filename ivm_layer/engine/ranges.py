@@ -8,7 +8,8 @@ input value's rows in the answer map): its parameters become one interval, found
 by bisection. Parameters on other columns are checked row by row inside that interval (one
 order cannot serve two columns). When the compared columns are not all among the view's
 columns, rows that differ only in them are merged (SQL's bag over the SELECT list), which
-costs a dict of the answer before the first row; otherwise rows stream with O(1) delay.
+costs a dict of the answer before the first row (a ``DISTINCT`` view's merged row counts
+once); otherwise rows stream with O(1) delay.
 
 >>> r = RangeLookup([("lo", ">=", 1), ("hi", "<", 1)], indexed=[0, 1], nout=1, merge=True)
 >>> r.interval((3, 7)), r.interval((7, 7))
@@ -38,14 +39,16 @@ class RangeLookup:
     (all on one column, possibly none); ``nout``: the view's engine columns (a raw row's
     prefix that is returned); ``merge``: the compared columns are not all among them."""
 
-    __slots__ = ("names", "indexed", "residual", "nout", "merge", "_plain")
+    __slots__ = ("names", "indexed", "residual", "nout", "merge", "distinct", "_plain")
 
-    def __init__(self, ranges: list[tuple[str, str, int]], indexed: list[int], nout: int, merge: bool):
+    def __init__(self, ranges: list[tuple[str, str, int]], indexed: list[int], nout: int, merge: bool,
+                 distinct: bool = False):
         self.names = [name for name, _, _ in ranges]
         self.indexed = [(k, ranges[k][1]) for k in indexed]
         self.residual = [(k, OPS[op], pos) for k, (_, op, pos) in enumerate(ranges) if k not in set(indexed)]
         self.nout = nout
         self.merge = merge
+        self.distinct = distinct  # SELECT DISTINCT: a merged row counts once
         self._plain = not self.residual and not merge
 
     def interval(self, values: tuple) -> tuple[Any, bool, Any, bool] | None:
@@ -88,6 +91,8 @@ class RangeLookup:
                     out[r] = out.get(r, 0) + m
         except TypeError as e:
             raise _incomparable(e) from None
+        if self.distinct:
+            return iter([(r, 1) for r in out])
         return iter(list(out.items()))
 
     def _cut(self, raw: Iterator[tuple[tuple, int]]) -> Iterator[tuple[tuple, int]]:
