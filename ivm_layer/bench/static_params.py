@@ -17,6 +17,7 @@
    an empty one, and a single-row insert + delete of the view; beside DuckDB's prepared query
    over the same table, and with ``--baseline DIR`` (another checkout, e.g. main's, loaded under
    another package name: ``floor.load_engine``) the same with that engine, in the same run.
+   Medians of CPU time (``time.process_time``), so other processes on a shared machine count less.
 
     python -m ivm_layer.bench.static_params --only ranges --baseline DIR
 
@@ -27,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -129,14 +131,21 @@ def _trans_rows(n: int) -> list[tuple]:
     return [(i, i % ACCOUNTS, None if i % 64 == 63 else i, i % 97) for i in range(n)]
 
 
-def _measure_adaptive(fn, budget_s: float = 0.4, most: int = REPS, least: int = 5) -> float:
-    """Median µs of ``fn()`` over at least ``least`` calls, more while they fit in ``budget_s``."""
+BUDGET_S = 0.4  # wall seconds per measured operation (--budget-s)
+
+
+def _measure_adaptive(fn, budget_s: float | None = None, most: int = REPS, least: int = 5) -> float:
+    """Median CPU µs (this process's: on a shared machine wall time would count the time other
+    processes held the CPU) of ``fn()`` over at least ``least`` calls, more while they fit in
+    ``budget_s`` of wall time."""
     samples: list[float] = []
+    budget_s = BUDGET_S if budget_s is None else budget_s
     start = time.perf_counter()
+    clock = time.process_time
     while len(samples) < least or (len(samples) < most and time.perf_counter() - start < budget_s):
-        t0 = time.perf_counter()
+        t0 = clock()
         fn()
-        samples.append(time.perf_counter() - t0)
+        samples.append(clock() - t0)
     return _median_us(samples)
 
 
@@ -225,8 +234,6 @@ def _growth(doc: dict, sizes: list[int]) -> dict:
 
 
 def ranges_section(sizes: list[int], baseline: str | None) -> dict:
-    import os
-
     import ivm_layer
 
     engines = [("after", ivm_layer)]
@@ -234,6 +241,7 @@ def ranges_section(sizes: list[int], baseline: str | None) -> dict:
         from .floor import load_engine
 
         engines.insert(0, ("before", load_engine(baseline)))
+    load_before = os.getloadavg()
     per: dict = {label: {} for label, _ in engines}
     per["duckdb"] = {}
     for n in sizes:
@@ -241,10 +249,24 @@ def ranges_section(sizes: list[int], baseline: str | None) -> dict:
             per[label][str(n)] = range_lookups(mod, n)
         per["duckdb"][str(n)] = range_duckdb(n)
     return {"sizes": sizes, "baseline": os.path.abspath(baseline) if baseline else None,
-            "load_before": os.getloadavg(), "us": per, "growth": _growth(per, sizes)}
+            "load_before": load_before, "load_after": os.getloadavg(), "us": per, "growth": _growth(per, sizes)}
+
+
+def _table(section: dict) -> str:
+    """The range section as a text table: µs per size, then the growth per 8× (or per step)."""
+    sizes = section["sizes"]
+    lines = [f"{'engine':<7} {'view':<11} {'measure':<17} " + " ".join(f"{n:>10}" for n in sizes) + "   growth"]
+    for eng, per in section["us"].items():
+        for view in per[str(sizes[0])]:
+            for what in per[str(sizes[0])][view]:
+                vals = " ".join(f"{per[str(n)][view][what]:>10.1f}" for n in sizes)
+                grow = " ".join(f"{g:.2f}x" for g in section["growth"][f"{eng}.{view}.{what}"])
+                lines.append(f"{eng:<7} {view:<11} {what:<17} {vals}   {grow}")
+    return "\n".join(lines)
 
 
 def main(argv: list[str] | None = None) -> int:
+    global BUDGET_S
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--out", default="bench-results/static_params.json")
@@ -253,7 +275,10 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--range-sizes", default="2000,16000,128000")
     ap.add_argument("--baseline", metavar="DIR",
                     help="a checkout of an older ivm-layer (e.g. main's) measured beside this one in section 4")
+    ap.add_argument("--budget-s", type=float, default=BUDGET_S,
+                    help="section 4: wall seconds per measured operation (at least 5 calls each)")
     args = ap.parse_args(argv)
+    BUDGET_S = args.budget_s
     rnd = random.Random(42)
     doc: dict = {"n": args.n, "reps": REPS, "update_us": {}, "lookup": {}, "qh_hub_insert_us": {}}
     if args.only == "all":
@@ -262,13 +287,15 @@ def main(argv: list[str] | None = None) -> int:
             doc["update_us"][str(n)] = {"static_t_c_lin": update_cost(n, ("t",), rnd),
                                         "all_dynamic": update_cost(n, (), rnd)}
             doc["lookup"][str(n)] = lookup_latency(n, rnd)
-    import os
-
     doc["ranges"] = ranges_section([int(x) for x in args.range_sizes.split(",")], args.baseline)
-    doc["ranges"]["load_after"] = os.getloadavg()
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2))
-    print(json.dumps(doc, indent=2))
+    if args.only == "ranges":
+        print(_table(doc["ranges"]))
+        print(f"load average before {doc['ranges']['load_before']}, after {doc['ranges']['load_after']}; "
+              f"JSON: {args.out}")
+    else:
+        print(json.dumps(doc, indent=2))
     return 0
 
 

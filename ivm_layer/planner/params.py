@@ -187,7 +187,7 @@ def plan_params(gcq: GCQ, params: list[str], param_vars: list[str], column_vars:
     if rv is not None:
         _range_index(pp, rv, fr.inputs)
     elif range_vars:
-        pp.range_why = "the compared column is also an equality input (one value per lookup, checked once)"
+        pp.range_why = "the compared column is also an equality input: one value per lookup, so no order helps"
     return pp
 
 

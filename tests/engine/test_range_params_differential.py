@@ -37,6 +37,8 @@ VIEWS = [
     ("SELECT DISTINCT t.acc, t.amount FROM trans t WHERE t.ts > $since", TRANS, True),  # answer map
     ("SELECT r.b FROM r JOIN s ON r.b = s.d WHERE r.a = $a AND r.b < $hi", RS, True),  # not CQAP0
     ("SELECT r.b, r.ts, s.c FROM r JOIN s ON r.a = s.a AND r.b = s.b WHERE r.a = $a AND r.ts > $x", DEEP, False),
+    ("SELECT r.b, s.d FROM r, s WHERE r.a = $a AND s.d > $lo", RS, True),  # the range in the other component
+    ("SELECT t.id FROM trans t WHERE t.acc = $acc AND t.acc >= $lo", TRANS, False),  # on the input itself
 ]
 
 
