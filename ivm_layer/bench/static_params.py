@@ -27,6 +27,7 @@ Medians over repeated single operations; machine-dependent, never asserted.
 from __future__ import annotations
 
 import argparse
+import gc
 import json
 import os
 import random
@@ -131,21 +132,28 @@ def _trans_rows(n: int) -> list[tuple]:
     return [(i, i % ACCOUNTS, None if i % 64 == 63 else i, i % 97) for i in range(n)]
 
 
-BUDGET_S = 0.4  # wall seconds per measured operation (--budget-s)
+BUDGET_S = 1.0  # wall seconds per measured operation (--budget-s)
 
 
-def _measure_adaptive(fn, budget_s: float | None = None, most: int = REPS, least: int = 5) -> float:
+def _measure_adaptive(fn, budget_s: float | None = None, least: int = 7) -> float:
     """Median CPU µs (this process's: on a shared machine wall time would count the time other
-    processes held the CPU) of ``fn()`` over at least ``least`` calls, more while they fit in
-    ``budget_s`` of wall time."""
-    samples: list[float] = []
+    processes held the CPU) of ``fn()``. Calls are timed in batches of about 2 ms (one call
+    for slow ones) so that a sample is not one timer tick; at least ``least`` batches, more
+    while they fit in ``budget_s`` of wall time (at most 200)."""
     budget_s = BUDGET_S if budget_s is None else budget_s
-    start = time.perf_counter()
     clock = time.process_time
-    while len(samples) < least or (len(samples) < most and time.perf_counter() - start < budget_s):
+    gc.collect()  # start each measure without the garbage of the previous one
+    t0 = clock()
+    fn()
+    once = max(clock() - t0, 1e-7)
+    batch = max(1, min(200, int(0.002 / once)))
+    samples: list[float] = []
+    start = time.perf_counter()
+    while len(samples) < least or (len(samples) < 200 and time.perf_counter() - start < budget_s):
         t0 = clock()
-        fn()
-        samples.append(clock() - t0)
+        for _ in range(batch):
+            fn()
+        samples.append((clock() - t0) / batch)
     return _median_us(samples)
 
 
@@ -276,7 +284,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--baseline", metavar="DIR",
                     help="a checkout of an older ivm-layer (e.g. main's) measured beside this one in section 4")
     ap.add_argument("--budget-s", type=float, default=BUDGET_S,
-                    help="section 4: wall seconds per measured operation (at least 5 calls each)")
+                    help="section 4: wall seconds per measured operation (at least 7 batches of ~2 ms each)")
     args = ap.parse_args(argv)
     BUDGET_S = args.budget_s
     rnd = random.Random(42)
