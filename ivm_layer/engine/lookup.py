@@ -52,12 +52,16 @@ class ParamView(View):
         lookup's raw row)``; ``indexed``: those the order serves (one column); ``range_node``:
         for CQAP0, the GJT node whose enumeration index is ordered on it (None: filter the rows
         under the inputs); ``merge``: the compared columns are not all among ``columns``."""
-        super().__init__(plan, sql)
+        self._eq = list(eq_params) if eq_params is not None else list(params)
+        self._ranges = list(ranges)
+        # the compared columns are ordered (index, bisection): their values must be of one kind,
+        # checked per update before any change (engine/leaves.py), as for inequality joins
+        start = len(self._eq) + len(columns)
+        compared = plan.gcq.output[start:start + len(self._ranges)]
+        super().__init__(plan, sql, extra_ordered=compared)
         self.params = list(params)
         self.columns = list(columns)
         self.cqap0 = cqap0
-        self._eq = list(eq_params) if eq_params is not None else list(params)
-        self._ranges = list(ranges)
         self._n = len(self._eq)
         self._nout = len(self.columns)  # engine outputs (constant columns of a subclass excluded)
         self._width = self._n + len(self.columns) + len(self._ranges)

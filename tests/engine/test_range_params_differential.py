@@ -18,7 +18,7 @@ import duckdb
 import pytest
 
 from ivm_layer import compile_view
-from ivm_layer.errors import IVMError
+from ivm_layer.errors import IVMError, UpdateError
 
 TRANS = {"trans": ["id", "acc", "ts", "amount"]}
 RS = {"r": ["a", "b", "c"], "s": ["a", "d"]}
@@ -159,5 +159,9 @@ def test_range_parameters_errors_and_edge_cases():
     assert list(v.lookup(since=None, until=9)) == []
     with pytest.raises(IVMError, match="cannot be compared"):
         list(v.lookup(since="a", until=9))
+    # the compared column is ordered: a value of another kind is refused before any change
+    with pytest.raises(UpdateError, match="no change was applied"):
+        v.apply({"trans": [((4, 1, 6, 0), 1), ((5, 1, "x", 0), 1)]})
+    assert sorted(v.lookup(since=0, until=99)) == [((1,), 1), ((3,), 1)] and len(v) == 2
     with pytest.raises(IVMError, match="range parameters .* not supported with GROUP BY"):
         compile_view("SELECT t.acc, count(*) FROM trans t WHERE t.ts > $since GROUP BY t.acc", TRANS)
