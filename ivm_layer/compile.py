@@ -133,8 +133,8 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
     if all(n.startswith("p") and n[1:].isdigit() for n in everything):
         everything.sort(key=lambda n: int(n[1:]))
     rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
-    kw = dict(eq_params=names, ranges=rng, indexed=indexed, range_node=pp.range_node if pp.cqap0 else None,
-              merge=merge)
+    kw = {"eq_params": names, "ranges": rng, "indexed": indexed,
+          "range_node": pp.range_node if pp.cqap0 else None, "merge": merge}
     if consts:
         return ConstantColumnsView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
                                    constants=consts, **kw)

@@ -157,6 +157,38 @@ def _measure_adaptive(fn, budget_s: float | None = None, least: int = 7) -> floa
     return _median_us(samples)
 
 
+def _range_ops(v, label: str, n: int, rnd: random.Random) -> tuple:
+    """The measured operations on one loaded range view: a 5-row lookup, an empty one, and a
+    single-row insert + delete (the answers are checked, never the times)."""
+    top = n - 1 - (n - 1) % 64  # a few rows below the newest, none of them NULL
+    if label == "eq_range":
+        def hit():
+            acc = rnd.randrange(ACCOUNTS)
+            last = max(i for i in range(n - ACCOUNTS, n) if i % ACCOUNTS == acc)
+            got = list(v.lookup(acc=acc, since=last - 5 * ACCOUNTS))  # 5 rows (4 when one is NULL)
+            assert 3 <= len(got) <= 5, (label, n, len(got))
+
+        def empty():
+            assert not list(v.lookup(acc=rnd.randrange(ACCOUNTS), since=n))
+    else:
+        def hit():
+            lo = rnd.randrange(0, top - 8)
+            got = list(v.lookup(lo=lo, hi=lo + 4))
+            assert 4 <= len(got) <= 5, (label, n, len(got))
+
+        def empty():
+            assert not list(v.lookup(lo=-10, hi=-1))
+    j = [n]
+
+    def update():
+        j[0] += 1
+        row = (j[0], j[0] % ACCOUNTS, rnd.randrange(n), 1)
+        v.insert("trans", row)
+        v.delete("trans", row)
+
+    return hit, empty, update
+
+
 def range_lookups(mod, n: int, seed: int = 7) -> dict:
     """Issue 28 item 5 with the engine ``mod`` (``ivm_layer`` or an older checkout's): the
     range views loaded with n rows, then the median µs of a 5-row lookup, an empty lookup and a
@@ -168,33 +200,7 @@ def range_lookups(mod, n: int, seed: int = 7) -> dict:
     for label, sql in (("eq_range", RANGE_EQ), ("range_only", RANGE_ONLY)):
         v = mod.compile_view(sql, TRANS)
         v.apply({"trans": load})
-        top = n - 1 - (n - 1) % 64  # a few rows below the newest, none of them NULL
-
-        if label == "eq_range":
-            def hit():
-                acc = rnd.randrange(ACCOUNTS)
-                last = max(i for i in range(n - ACCOUNTS, n) if i % ACCOUNTS == acc)
-                got = list(v.lookup(acc=acc, since=last - 5 * ACCOUNTS))  # 5 rows (4 when one is NULL)
-                assert 3 <= len(got) <= 5, (label, n, len(got))
-
-            def empty():
-                assert not list(v.lookup(acc=rnd.randrange(ACCOUNTS), since=n))
-        else:
-            def hit():
-                lo = rnd.randrange(0, top - 8)
-                got = list(v.lookup(lo=lo, hi=lo + 4))
-                assert 4 <= len(got) <= 5, (label, n, len(got))
-
-            def empty():
-                assert not list(v.lookup(lo=-10, hi=-1))
-        j = [n]
-
-        def update():
-            j[0] += 1
-            row = (j[0], j[0] % ACCOUNTS, rnd.randrange(n), 1)
-            v.insert("trans", row)
-            v.delete("trans", row)
-
+        hit, empty, update = _range_ops(v, label, n, rnd)
         out[label] = {"lookup_5_rows_us": _measure_adaptive(hit), "lookup_empty_us": _measure_adaptive(empty),
                       "insert_delete_us": _measure_adaptive(update)}
     return out
@@ -210,7 +216,7 @@ def range_duckdb(n: int, seed: int = 7) -> dict:
     con.execute("CREATE TABLE trans (id BIGINT, acc BIGINT, ts BIGINT, amount BIGINT)")
     con.execute(f"INSERT INTO trans SELECT i, i % {ACCOUNTS}, CASE WHEN i % 64 = 63 THEN NULL ELSE i END, i % 97 "
                 f"FROM range({n}) t(i)")
-    con.execute(f"INSERT INTO trans SELECT * FROM trans WHERE id % 32 = 0")
+    con.execute("INSERT INTO trans SELECT * FROM trans WHERE id % 32 = 0")
     eq = RANGE_EQ.replace("$acc", "?").replace("$since", "?")
     only = RANGE_ONLY.replace("$lo", "?").replace("$hi", "?")
 

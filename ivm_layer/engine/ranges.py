@@ -39,7 +39,7 @@ class RangeLookup:
     (all on one column, possibly none); ``nout``: the view's engine columns (a raw row's
     prefix that is returned); ``merge``: the compared columns are not all among them."""
 
-    __slots__ = ("names", "indexed", "residual", "nout", "merge", "distinct", "_plain")
+    __slots__ = ("_plain", "distinct", "indexed", "merge", "names", "nout", "residual")
 
     def __init__(self, ranges: list[tuple[str, str, int]], indexed: list[int], nout: int, merge: bool,
                  distinct: bool = False):

@@ -35,8 +35,8 @@ def derived_steps(trep: Any) -> dict[int, str]:
         out.update(trep.kchain.derived_steps())
     for r in trep.nodes.values():  # a range parameter's ordered index (planner/params.py)
         if r.node.order_by is not None and r.p_index is not None and r.node.id not in out:
-            out[r.node.id] = ("O(log n)", f"the ordered index on {r.node.order_by} that range lookups bisect "
-                              "(sorted chunks: O(log n) per change)")
+            why = f"the ordered index on {r.node.order_by} that range lookups bisect (sorted chunks: O(log n) per change)"
+            out[r.node.id] = ("O(log n)", why)
     return out
 
 
