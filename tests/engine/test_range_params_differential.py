@@ -79,6 +79,17 @@ def _got(view, values: dict) -> Counter:
 
 @pytest.mark.parametrize("case", range(len(VIEWS)))
 def test_range_lookups_match_duckdb(case):
+    _differential(case, 1000 + case, 70)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize("case", range(len(VIEWS)))
+def test_range_lookups_match_duckdb_long(case, seed):
+    _differential(case, 5000 + 100 * seed + case, 400)
+
+
+def _differential(case: int, seed: int, steps: int) -> None:
     sql, schema, indexed = VIEWS[case]
     view = compile_view(sql, schema)
     text = view.explain()
@@ -87,10 +98,10 @@ def test_range_lookups_match_duckdb(case):
     else:
         assert "no ordered index" in text and "O(rows under the equality key)" in text
     con = _duck(schema)
-    rnd = random.Random(1000 + case)
+    rnd = random.Random(seed)
     live: dict[str, list[tuple]] = {t: [] for t in schema}
     checks = nonempty = 0
-    for step in range(70):
+    for step in range(steps):
         table = rnd.choice(list(schema))
         cols = schema[table]
         kind = rnd.random()
@@ -130,7 +141,7 @@ def test_range_lookups_match_duckdb(case):
             assert got == _expected(con, sql, values), (sql, step, values)
             checks += 1
             nonempty += bool(got)
-    assert checks == 280 and nonempty > 25, (checks, nonempty)
+    assert checks == 4 * steps and nonempty > 25, (checks, nonempty)
     con.close()
 
 
