@@ -208,36 +208,34 @@ def test_two_shards_kill9_restart_is_exact(pg_url, tmp_path):
                 p.kill9()
 
 
-def test_tasks_claim_the_shard_their_worker_holds(tmp_path):
-    """Spark runs a batch's tasks on whichever workers are free: task 0 on the worker holding
-    shard 1 claims shard 1 (no catching up), task 1 then gets shard 0; a retried task gets the
-    shard its first attempt claimed."""
+def test_partitions_hold_only_their_shards_rows(tmp_path):
+    """A change batch is one task per shard holding only the rows routed to that shard
+    (routed once, pickled once): the bytes shipped per batch stay O(batch) as the shards grow
+    (not N × batch), and each task's rows are exactly the ones the router sends its shard."""
     from ivm_layer.daemon import shardsource
     from ivm_layer.daemon.state import ViewDef
     from ivm_layer.io.postgres.pgoutput import Transaction
 
     d = ViewDef("v", "SELECT r.a, r.k, s.x FROM r JOIN s ON r.k = s.k", True, ["r", "s"])
-    spec = shardsource.shard_spec([d], TYPES, 2, str(tmp_path), snapshot_every=100)
-    reader = shardsource.ShardedCdcStreamReader({"url": "postgresql://unused", "slot": "s", "publication": "p",
-                                                 "tables": "r,s", "shardSpec": spec})
-    router = reader.routers()[0]
     now = datetime.datetime.now(datetime.UTC)
-    saved = shardsource._CACHE
-    workers: list[dict] = [{}, {}]
-    try:
-        for k in range(2):   # worker k holds shard k at LSN 100
-            shardsource._CACHE = workers[k]
-            shardsource.shard_engine(reader.spec, 0, k, router).load_snapshot(100, {})
-        t = Transaction(xid=1, final_lsn=110, commit_lsn=110, end_lsn=110, commit_time=now)
-        t.changes["r"] = [((i, i), 1) for i in range(40)]   # rows for both shards
+    t = Transaction(xid=1, final_lsn=110, commit_lsn=110, end_lsn=110, commit_time=now)
+    t.changes["r"] = [((i, i % 97), 1) for i in range(4000)]
+    t.changes["s"] = [((i % 97, i), 1) for i in range(400)]
+    shipped = {}
+    for shards in (1, 2, 4):
+        spec = shardsource.shard_spec([d], TYPES, shards, str(tmp_path), snapshot_every=100)
+        reader = shardsource.ShardedCdcStreamReader({"url": "postgresql://unused", "slot": "s", "publication": "p",
+                                                     "tables": "r,s", "shardSpec": spec})
+        router = reader.routers()[0]
         tasks = reader.route(100, 110, [t])
-        assert [p.index for p in tasks] == [0, 1]
-        claimed = []
-        for p, w in zip(tasks, (1, 0)):   # task 0 on worker 1, task 1 on worker 0
-            shardsource._CACHE = workers[w]
-            claimed.append(shardsource.claim_shard(p, reader.spec))
-        assert claimed == [1, 0]
-        shardsource._CACHE = workers[0]   # a retry of task 0, elsewhere: its first claim
-        assert shardsource.claim_shard(tasks[0], reader.spec) == 1
-    finally:
-        shardsource._CACHE = saved
+        assert sorted(p.shard for p in tasks) == list(range(shards))
+        assert sum(p.changes_in for p in tasks) == 4400 and sum(p.rows for p in tasks) == 4400
+        for p in tasks:
+            items = pickle.loads(p.payload)[0]
+            assert len(items) == p.rows
+            assert all(next(iter(router.route(tb.split("_", 2)[2], row)))[0] == p.shard
+                       for _, _, tb, _, row in items)
+            # a task pickles its own rows only: no other shard's rows travel with it
+            assert len(pickle.dumps(p, protocol=pickle.HIGHEST_PROTOCOL)) < len(p.payload) + 1000
+        shipped[shards] = sum(len(p.payload) for p in tasks)
+    assert shipped[4] <= 1.1 * shipped[1] and shipped[2] <= 1.1 * shipped[1]
