@@ -76,3 +76,31 @@ def load_or_choose(checkpoint: str, defs: list[ViewDef], types: dict, shards: in
     os.makedirs(shard_dir, exist_ok=True)
     write_atomic(path, json.dumps(plan, indent=1).encode())
     return out, plan
+
+
+def explain(cfg) -> str:
+    """``ivm daemon --explain``: each view's routing over ``--shards`` (the checkpoint's recorded
+    plan if it has one, else the one a first start would choose now), without starting Spark."""
+    from ..io.postgres.snapshot import read_schema
+    from .state import parse_views
+
+    with open(cfg.views) as f:
+        defs = parse_views(f.read())
+    tables = sorted({t for d in defs for t in d.tables})
+    types = {t: {c: ty for c, ty, _ in cols} for t, cols in read_schema(cfg.source, tables).items()}
+    path = plan_path(cfg.checkpoint) if cfg.checkpoint else None
+    if path and os.path.exists(path):
+        with open(path) as f:
+            plan = json.load(f)
+        recorded = {v["name"]: v["shares"] for v in plan.get("views", [])}
+        head = f"routing recorded in {path} ({plan.get('shards')} shards)"
+        shards, sizes = plan.get("shards"), plan.get("table_rows") or {}
+    else:
+        recorded, shards, sizes = {}, cfg.shards, table_sizes(cfg.source, tables)
+        head = f"routing a first start would choose for {shards} shard(s)"
+    lines = [head + ", table rows: " + ", ".join(f"{t} {int(n)}" for t, n in sorted(sizes.items()))]
+    for d in defs:
+        r = ViewRouter(d, types, shards, shares=recorded.get(d.name), sizes=sizes)
+        lines.append(f"view {d.name}: shares {r.shares or 'none (one shard)'}")
+        lines += [f"  {x}" for x in r.scheme]
+    return "\n".join(lines)

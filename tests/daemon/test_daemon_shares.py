@@ -133,7 +133,7 @@ def test_recorded_plan_is_used_and_checked(tmp_path):
             return value
         return f
 
-    plans, plan = load_or_choose(str(tmp_path), [d], SCHEMA, 4, sizes({"r": 10, "t": 100_000}))
+    plans, _ = load_or_choose(str(tmp_path), [d], SCHEMA, 4, sizes({"r": 10, "t": 100_000}))
     assert plans == {"v": {"#1": 4}} and plan_path(str(tmp_path)).endswith("shards/routing.json")
     again, _ = load_or_choose(str(tmp_path), [d], SCHEMA, 4, sizes({"r": 100_000, "t": 10}))
     assert again == plans and calls == [{"r": 10, "t": 100_000}]   # sizes not read again
@@ -145,3 +145,35 @@ def test_recorded_plan_is_used_and_checked(tmp_path):
     (old / "shards" / "v" / "0").mkdir(parents=True)
     with pytest.raises(IVMError, match="older version"):
         load_or_choose(str(old), [d], SCHEMA, 4, sizes({}))
+
+
+def test_explain_prints_each_tables_scheme(pg_url, tmp_path, capsys):
+    """``ivm daemon --explain`` chooses from the tables' sizes in PostgreSQL (no Spark) and,
+    once a checkpoint recorded a plan, shows that one whatever the sizes are now."""
+    import psycopg
+
+    from ivm_layer.daemon.cli import main
+    from ivm_layer.daemon.routingplan import load_or_choose
+
+    with psycopg.connect(pg_url, autocommit=True) as c:
+        c.execute("CREATE TABLE r (a int, k int); CREATE TABLE s (k int, x int); CREATE TABLE t (y int, tag text)")
+        c.execute("INSERT INTO r SELECT g, g % 50 FROM generate_series(1, 500) g")
+        c.execute("INSERT INTO s SELECT g % 50, g FROM generate_series(1, 100) g")
+        c.execute("INSERT INTO t SELECT g, 'x' FROM generate_series(1, 5) g")
+    views = tmp_path / "views.sql"
+    views.write_text("CREATE INCREMENTAL MATERIALIZED VIEW v AS "
+                     "SELECT r.a, s.x, t.y FROM r JOIN s ON r.k = s.k JOIN t ON s.x < t.y;\n"
+                     "CREATE INCREMENTAL MATERIALIZED VIEW w AS SELECT r.a, t.y FROM r JOIN t ON r.a < t.y;\n")
+    args = ["daemon", "--explain", "--source", pg_url, "--views", str(views), "--shards", "4",
+            "--checkpoint", str(tmp_path / "ckpt")][1:]
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "first start would choose for 4 shard(s), table rows: r 500, s 100, t 5" in out
+    assert "view v: shares {'r.k': 4}" in out and "  t: replicated to all 4 shards" in out
+    assert "view w: shares {'#0': 4}" in out and "  r: hashed on its rows (share 4), each row on one shard" in out
+    d = ViewDef("w", "SELECT r.a, t.y FROM r JOIN t ON r.a < t.y", True, ["r", "t"])
+    v = ViewDef("v", "SELECT r.a, s.x, t.y FROM r JOIN s ON r.k = s.k JOIN t ON s.x < t.y", True, ["r", "s", "t"])
+    load_or_choose(str(tmp_path / "ckpt"), [v, d], SCHEMA, 4, lambda: {"r": 5, "s": 5, "t": 5000})
+    assert main(args) == 0
+    out = capsys.readouterr().out
+    assert "routing recorded in" in out and "view w: shares {'#1': 4}" in out
