@@ -177,3 +177,35 @@ def test_explain_prints_each_tables_scheme(pg_url, tmp_path, capsys):
     assert main(args) == 0
     out = capsys.readouterr().out
     assert "routing recorded in" in out and "view w: shares {'#1': 4}" in out
+
+
+def test_status_and_metrics_list_the_shards(tmp_path):
+    """``--status`` keeps one entry per shard (routed rows and bytes add up over batches, the
+    state rows are the last batch's); the metrics endpoint serves them labelled by shard."""
+    import urllib.request
+
+    from ivm_layer.daemon.metrics import DaemonMetrics
+    from ivm_layer.daemon.status import StatusFile, format_status, read_status
+
+    st = StatusFile(str(tmp_path), "d", "local[2]", 2)
+    st.init_shards(2)
+    st.set(routing={"v": {"shares": {"r.k": 2}, "tables": ["r: hashed on r.k (share 2), each row on one shard"]}})
+    m = DaemonMetrics(st, 0)
+    try:
+        st.shard_batch({0: {"routed_rows": 10, "state_rows": 10, "shipped_bytes": 100},
+                        1: {"routed_rows": 5, "state_rows": 5, "shipped_bytes": 50}})
+        st.batch(batch_id=0, rows_in=15, changes_in=12, changes_out=3, seconds=0.1)
+        st.shard_batch({1: {"routed_rows": 2, "state_rows": 6, "shipped_bytes": 20}})
+        st.batch(batch_id=1, rows_in=2, changes_in=2, changes_out=0, seconds=0.1)
+        got = read_status(str(tmp_path))
+        assert got["shards"] == [{"shard": 0, "routed_rows": 10, "state_rows": 10, "shipped_bytes": 100},
+                                 {"shard": 1, "routed_rows": 7, "state_rows": 6, "shipped_bytes": 70}]
+        assert got["changes_in"] == 14 and got["shard_count"] == 2
+        text = format_status(got)
+        assert "routing of v: r: hashed on r.k" in text and "1: 7 routed, 6 held" in text
+        body = urllib.request.urlopen(m.url, timeout=10).read().decode()
+        assert 'ivm_daemon_shard_state_rows{shard="1"} 6.0' in body
+        assert 'ivm_daemon_shard_routed_rows_total{shard="1"} 7.0' in body
+        assert "ivm_daemon_changes_in_total 14.0" in body
+    finally:
+        m.close()
