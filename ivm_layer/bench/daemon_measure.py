@@ -346,7 +346,11 @@ def main() -> None:
                         ("" if len(commits) == 1 else f"_{mode}") + \
                         (f"_{commits[:i].count(mode) + 1}" if commits.count(mode) > 1 else "") + suffix
                     os.makedirs(os.path.join(tmp, key))
-                    res[key] = measure_daemon(cluster, args, os.path.join(tmp, key))
+                    try:
+                        res[key] = measure_daemon(cluster, args, os.path.join(tmp, key))
+                    except AssertionError as e:   # a daemon that failed (e.g. a Python worker that
+                        # did not start in time on a loaded machine): recorded, the others still run
+                        res[key] = {"error": str(e).splitlines()[0][:300]}
                     res[key]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
                     if n > 1:   # the planner's partitions for one backlog-sized batch, no Spark
                         res[key]["planner_shipped_per_batch"] = shipped_by_planner(
