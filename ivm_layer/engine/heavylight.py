@@ -203,6 +203,11 @@ class HeavyLightView(ParamView):
         for part, batch in ((self._light, to_light), (self._heavy, to_heavy)):
             batch = {t: [(r, k) for r, k in rows.items() if k] for t, rows in batch.items()}
             batch = {t: rows for t, rows in batch.items() if rows}
+            if len(batch) == 1:
+                (t, rows), = batch.items()
+                if len(rows) == 1 and rows[0][1] in (1, -1):  # one row: the part's single-row path
+                    (part.insert if rows[0][1] > 0 else part.delete)(t, rows[0][0])
+                    continue
             if batch:
                 part.apply(batch)
 
