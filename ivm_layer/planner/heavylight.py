@@ -135,8 +135,10 @@ def plan_heavy_light(gcq: GCQ, params: list[str], param_vars: list[str], column_
         raise HeavyLightRefused(head + "this view is in CQAP0 (" + why + "): it already has O(1) update and "
                                 "O(1) delay, there is no trade-off to choose; drop the option")
     if klass != "CQAP1":
-        raise HeavyLightRefused(head + f"the view is not in CQAP1 ({why}); the heavy/light trade-off of "
-                                "paper 004 (Thm. 17) needs a hierarchical fracture; without the option the view "
+        need = ("Thm. 17's trade-off needs a hierarchical fracture" if why.startswith("the fracture is not")
+                else "its general form for hierarchical fractures (Thm. 17, update O(N^(δε))) is not built")
+        raise HeavyLightRefused(head + f"the view is not in CQAP1 ({why}); the heavy/light construction is "
+                                f"built for CQAP1 (paper 004 Cor. 18) and {need}; without the option the view "
                                 "keeps a materialized answer map (update cost the size of the answer change)")
     inputs = frozenset(param_vars)
     fr = fracture(gcq, inputs)
