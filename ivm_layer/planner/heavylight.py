@@ -191,10 +191,10 @@ def cyclic_param_reason(gcq: GCQ, pp) -> str:
     n = len(pp.param_vars)
     klass, why = parameter_class(gcq, list(gcq.output[:n]), list(gcq.output[n:]))
     if klass == "CQAP1":
-        return (f"class CQAP1 ({why}); 004's heavy/light construction (Cor. 18: O(N^ε) update, O(N^(1−ε)) "
+        return (f"not CQAP0, class CQAP1 ({why}); 004's heavy/light construction (Cor. 18: O(N^ε) update, O(N^(1−ε)) "
                 "delay) covers it in principle, but it is built here for one-component acyclic fractures only, "
                 "and the fallback (a materialized answer map over a generalized join tree of the whole query) "
                 "needs an acyclic query")
-    return (f"{'not CQAP0' if klass == 'CQAP0' else 'beyond CQAP1'} ({why}); paper 004 gives no trade-off for a "
+    return (f"{'not CQAP0' if klass == 'CQAP0' else 'not CQAP0, beyond CQAP1'} ({why}); paper 004 gives no trade-off for a "
             "fracture that is not hierarchical (Thm. 17 needs one), and the fallback (a materialized answer map "
             "over a generalized join tree of the whole query) needs an acyclic query")

@@ -42,3 +42,14 @@ def test_heavy_light_plans_and_refusals():
         plan_heavy_light(parse_gcq("r(a, b) ⋈ u(a, d) ⋈ w(a)"), ["b", "d"], ["b", "d"], ["a"], 0.5)
     with pytest.raises(HeavyLightRefused, match="merged"):  # bound key with outputs (004's Ex. 19 shape)
         plan_heavy_light(parse_gcq("r(a, b, c) ⋈ s(a, b, d)"), ["a", "c"], ["a", "c"], ["d"], 0.5)
+
+
+def test_cli_explain_takes_epsilon(capsys):
+    from ivm_layer.cli import main
+
+    sel = "SELECT r.b FROM r JOIN s ON r.b = s.b WHERE r.a = $a"
+    assert main(["explain", f"CREATE INCREMENTAL VIEW v WITH (epsilon = 0.25) AS {sel}", "--schema", "r(a,b); s(b)"]) == 0
+    out = capsys.readouterr().out
+    assert "class CQAP1, ε = 0.25, partition key {r.b}" in out and "lookup delay O(N^0.75)" in out
+    assert main(["explain", sel, "--schema", "r(a,b); s(b)", "--epsilon", "0"]) == 0
+    assert "update O(1) amortized" in capsys.readouterr().out
