@@ -160,11 +160,17 @@ def _heavy_light(pp, sql: str, names: list[str], param_vars: list[str], column_v
     hp = hl.heavy
     heavy = ParamView(hp.plan, "", hp.gcq.columns[:len(hp.param_vars)], hl.heavy_columns, True, hp.copies)
     light = ParamView(plan(pp.gcq), "", names, columns, False)
-    base = plan(pp.gcq)
+    g = pp.gcq
+    extra = [k for k in hl.key if k not in column_vars]  # a bound key (Boolean lookups): keep it in the
+    if extra:                                             # base rows so that they stay free-connex (O(1))
+        g = GCQ(g.atoms, g.predicates, list(g.output) + extra, list(g.columns) + [f"__hl_{k}" for k in extra],
+                schema=g.schema, distinct=g.distinct)
+    base = plan(g)
     base.notes = (base.notes or []) + describe(pp, names)[:2] + hl.notes()
     if consts:
-        return HeavyLightConstantView(base, sql, names, columns, hl=hl, heavy=heavy, light=light, constants=consts)
-    return HeavyLightView(base, sql, names, columns, hl=hl, heavy=heavy, light=light)
+        return HeavyLightConstantView(base, sql, names, columns, hl=hl, heavy=heavy, light=light, hidden=len(extra),
+                                      constants=consts)
+    return HeavyLightView(base, sql, names, columns, hl=hl, heavy=heavy, light=light, hidden=len(extra))
 
 
 def _param_aggregate(gcq, sql: str, rewritten: str, placeholders: list[str], schema: dict, dialect: str):

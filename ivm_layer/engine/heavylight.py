@@ -31,8 +31,9 @@ class HeavyLightView(ParamView):
     """A CQAP1 parameterized view with the heavy/light trade-off (module docstring)."""
 
     def __init__(self, plan: Plan, sql: str, params: list[str], columns: list[str], *,
-                 hl: Any, heavy: ParamView, light: ParamView, **kwargs: Any):
+                 hl: Any, heavy: ParamView, light: ParamView, hidden: int = 0, **kwargs: Any):
         super().__init__(plan, sql, params, columns, False, **kwargs)
+        self._hidden = hidden  # key variables kept at the end of the base rows (a bound key)
         self._answers = None  # no answer map over all rows: the two parts answer lookups
         self.cqap0 = False
         self.epsilon = hl.epsilon
@@ -108,6 +109,24 @@ class HeavyLightView(ParamView):
         from ..errors import ConcurrentModificationError
         return ConcurrentModificationError(
             "the view was updated while this lookup was open; take list(view.lookup(...)) first")
+
+    # -- all input/output pairs --------------------------------------------------------------
+    def rows(self) -> Iterator[tuple[tuple, int]]:
+        """Every ``params + columns`` pair. With a bound key (Boolean lookups) the base rows carry
+        the key too, so that updates stay O(1) there: here they are summed over it (O(rows))."""
+        if not self._hidden:
+            return super().rows()
+        width = self._n + self._nout
+        out: dict[tuple, int] = {}
+        for row, m in super().rows():
+            r = row[:width]
+            out[r] = out.get(r, 0) + m
+        return iter(list(out.items()))
+
+    def __len__(self) -> int:
+        if not self._hidden:
+            return super().__len__()
+        return sum(m for _, m in self.rows())
 
     # -- updates -------------------------------------------------------------------------
     def _single(self, table: str, row: Any, k: int) -> bool:

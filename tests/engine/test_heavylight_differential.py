@@ -37,7 +37,8 @@ SHAPES = {
               "SELECT r.a, r.b FROM r JOIN s ON r.b = s.b JOIN t ON t.b = r.b WHERE r.a IS NOT NULL"),
     # Boolean: Q(· | A) = R(A,B), S(B)
     "hit": ({"r": ["a", "b"], "s": ["b"]},
-            "SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = $a", ["a"], None),
+            "SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = $a", ["a"],
+            "SELECT r.a, 1 FROM r JOIN s ON r.b = s.b WHERE r.a IS NOT NULL"),
 }
 
 
