@@ -13,6 +13,8 @@ today's materialized answer map (no option):
   the moves and rebuilds (amortized O(N^ε));
 * ``hub_update_us_median``: S toggles on the hub b = 0 (degree ``hub_degree``): Θ(degree) for
   the answer map and for a light hub, O(1) once the hub is heavy;
+* ``boolean_hub_update_us_median``: the same toggles for the Boolean lookup
+  ``SELECT 1 AS hit … WHERE r.a = $a`` (``Q(·|A)``);
 * ``lookup``: per lookup of a random present a, the time to the first row, the mean delay
   (time / (rows + 1)) and the largest gap between two consecutive rows (O(N^{1−ε})).
 
@@ -127,13 +129,31 @@ def measure(n: int, epsilon: float | None, seed: int = 7) -> dict:
     }
 
 
+BOOLEAN = "SELECT 1 AS hit FROM r JOIN s ON r.b = s.b WHERE r.a = $a"
+
+
+def boolean_hub(n: int, epsilon: float | None, seed: int = 7) -> float:
+    """Median µs of S toggles on the hub b = 0 for the Boolean lookup ``Q(·|A) = R(A,B), S(B)``."""
+    r, s = _data(n, random.Random(seed))
+    view = compile_view(BOOLEAN, SCHEMA, **({} if epsilon is None else {"epsilon": epsilon}))
+    view.apply({"r": [(row, 1) for row in r], "s": [(row, 1) for row in s]})
+    times = []
+    for i in range(60):
+        t0 = time.perf_counter()
+        (view.delete if i % 2 == 0 else view.insert)("s", (0,))
+        times.append(time.perf_counter() - t0)
+    return _us(statistics.median(times))
+
+
 def run(n: int) -> dict:
     """Every ε and the answer map at n and 8n (one process, same data per size)."""
     out: dict = {}
     for size in (n, 8 * n):
         row = {"answer_map": measure(size, None)}
+        row["answer_map"]["boolean_hub_update_us_median"] = boolean_hub(size, None)
         for e in EPSILONS:
             row[f"epsilon={e:g}"] = measure(size, e)
+            row[f"epsilon={e:g}"]["boolean_hub_update_us_median"] = boolean_hub(size, e)
         out[str(size)] = row
     return out
 

@@ -138,11 +138,11 @@ def _differential(name, eps, steps, seed=0):
     assert checked["rows"] > 25 and checked["empty"] > 5, checked
     st = view.stats()
     assert st["hl_rebuilds"] >= 1  # N doubled: θ moved
-    if eps < 1:
+    if eps <= 0.5:  # (at ε = 0.75 a few hundred rows keep θ above the skewed degree)
         assert seen_heavy > 0
     if eps == 1:
         assert seen_heavy == 0  # θ = M > N: everything light (the materialized answer map)
-    if 0 < eps < 1:
+    if 0 < eps <= 0.5:
         assert st["hl_moves"] > 0
 
 

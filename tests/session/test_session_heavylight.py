@@ -61,3 +61,13 @@ def test_epsilon_option_errors_in_a_session():
         s.execute("CREATE INCREMENTAL VIEW v WITH (epsilon = 0.5) AS SELECT r.b FROM r WHERE r.a = $a")
     with pytest.raises(IVMError, match="options are"):
         s.execute("CREATE INCREMENTAL VIEW v WITH (delta = 0.5) AS SELECT r.b FROM r WHERE r.a = $a")
+
+
+def test_epsilon_option_round_trips_through_the_statement_text():
+    from ivm_layer.sql.statements import classify
+
+    st = classify("CREATE INCREMENTAL VIEW v WITH (static = 'n', epsilon = 0.25) AS SELECT r.b FROM r WHERE r.a = $a")
+    assert st.epsilon == 0.25 and st.static == ["n"]
+    again = classify(st.definition())
+    assert again.epsilon == 0.25 and again.static == ["n"] and again.select_sql == st.select_sql
+    assert classify("CREATE INCREMENTAL VIEW v AS SELECT r.b FROM r").epsilon is None
