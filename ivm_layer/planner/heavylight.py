@@ -45,11 +45,14 @@ class HeavyLightPlan:
     heavy_columns: list[str]  # the view's output variables that the heavy part returns (O∖K)
     column_vars: list[str]  # the view's output variables, in column order
     boolean: bool  # no outputs: a lookup sums the multiplicities of every part
+    reason: str = ""  # why the view is CQAP1 and not CQAP0
 
     def notes(self) -> list[str]:
         e = self.epsilon
         pre, upd, dly = _power(1 + e), _power(e), _power(1 - e)
         return [
+            f"parameter class: CQAP1 ({self.reason}) — heavy/light with ε = {e:g}: {upd} amortized update, "
+            f"{dly} lookup delay",
             f"heavy/light (paper 004 Cor. 18): class CQAP1, ε = {e:g}, partition key "
             f"{{{', '.join(self.key)}}} (θ = M^ε, M ≈ 2N; heavy from degree θ, light again below θ/2)",
             f"heavy/light bounds: preprocessing {pre}, update {upd} amortized "
@@ -58,6 +61,9 @@ class HeavyLightPlan:
             "heavy part: Q(" + ", ".join(self.heavy_columns) + " | inputs, " + ", ".join(self.key)
             + ") over the heavy rows, CQAP0; light part: answer map over the light rows "
             "(update cost the change, < θ rows)",
+            "the class/update/enumeration lines of this EXPLAIN describe the third structure, the "
+            "T-representation of all input/output pairs that rows() and len() read (its cost is part of "
+            "each update); lookups use the heavy and light parts with the bounds above",
         ]
 
 
@@ -171,7 +177,7 @@ def plan_heavy_light(gcq: GCQ, params: list[str], param_vars: list[str], column_
                                 f"here it is not ({hp.reason})")
     positions = {a.relation: [a.vars.index(k) for k in key] for a in gcq.atoms}
     return HeavyLightPlan(float(epsilon), "CQAP1", key, positions, hp, heavy_cols, list(column_vars),
-                          boolean=not column_vars)
+                          boolean=not column_vars, reason=why)
 
 
 def check_epsilon(epsilon) -> float:
