@@ -71,3 +71,11 @@ def test_epsilon_option_round_trips_through_the_statement_text():
     again = classify(st.definition())
     assert again.epsilon == 0.25 and again.static == ["n"] and again.select_sql == st.select_sql
     assert classify("CREATE INCREMENTAL VIEW v AS SELECT r.b FROM r").epsilon is None
+
+
+def test_daemon_views_file_refuses_epsilon_rather_than_dropping_it():
+    from ivm_layer.daemon.state import parse_views
+
+    with pytest.raises(IVMError, match="epsilon.*daemon"):
+        parse_views("CREATE INCREMENTAL VIEW v WITH (epsilon = 0.5) AS SELECT r.b FROM r JOIN s ON r.b = s.b "
+                    "WHERE r.a = $1")
