@@ -12,6 +12,10 @@
 3. *q-hierarchical hub* (issue 13): ``r0 ⋈ r1 ON a ⋈ r2 ON (a, b)``, inserts into ``r0`` on a hub
    value of ``a`` (its ``r2`` partner inserted first), now planned from the canonical variable order.
 
+4. *Heavy/light trade-off* (issue 28 item 7): ``Q(B|A) = R(A,B), S(B)`` with ``WITH (epsilon = ε)``
+   for ε = 0 … 1 beside the answer map at n and 8n (``bench/heavy_light.py``; ``--no-heavy-light``
+   skips it).
+
 Medians over repeated single operations; machine-dependent, never asserted.
 """
 
@@ -19,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
 import random
 import statistics
 import time
@@ -113,6 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--out", default="bench-results/static_params.json")
+    ap.add_argument("--no-heavy-light", action="store_true", help="skip the heavy/light trade-off curve")
     args = ap.parse_args(argv)
     rnd = random.Random(42)
     doc: dict = {"n": args.n, "reps": REPS, "update_us": {}, "lookup": {}, "qh_hub_insert_us": {}}
@@ -121,6 +127,10 @@ def main(argv: list[str] | None = None) -> int:
         doc["update_us"][str(n)] = {"static_t_c_lin": update_cost(n, ("t",), rnd),
                                     "all_dynamic": update_cost(n, (), rnd)}
         doc["lookup"][str(n)] = lookup_latency(n, rnd)
+    if not args.no_heavy_light:
+        from .heavy_light import run as heavy_light
+
+        doc["heavy_light"] = {"load_start": os.getloadavg(), "results": heavy_light(args.n), "load_end": os.getloadavg()}
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2))
     print(json.dumps(doc, indent=2))
