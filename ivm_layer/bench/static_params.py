@@ -21,6 +21,10 @@
 
     python -m ivm_layer.bench.static_params --only ranges --baseline DIR
 
+5. *Heavy/light trade-off* (issue 28 item 7): ``Q(B|A) = R(A,B), S(B)`` with ``WITH (epsilon = ε)``
+   for ε = 0 … 1 beside the answer map at n and 8n (``bench/heavy_light.py``; ``--no-heavy-light``
+   skips it).
+
 Medians over repeated single operations; machine-dependent, never asserted.
 """
 
@@ -291,6 +295,7 @@ def main(argv: list[str] | None = None) -> int:
                     help="a checkout of an older ivm-layer (e.g. main's) measured beside this one in section 4")
     ap.add_argument("--budget-s", type=float, default=BUDGET_S,
                     help="section 4: wall seconds per measured operation (at least 7 batches of ~2 ms each)")
+    ap.add_argument("--no-heavy-light", action="store_true", help="skip the heavy/light trade-off curve")
     args = ap.parse_args(argv)
     BUDGET_S = args.budget_s
     rnd = random.Random(42)
@@ -301,6 +306,11 @@ def main(argv: list[str] | None = None) -> int:
             doc["update_us"][str(n)] = {"static_t_c_lin": update_cost(n, ("t",), rnd),
                                         "all_dynamic": update_cost(n, (), rnd)}
             doc["lookup"][str(n)] = lookup_latency(n, rnd)
+        if not args.no_heavy_light:
+            from .heavy_light import run as heavy_light
+
+            doc["heavy_light"] = {"load_start": os.getloadavg(), "results": heavy_light(args.n),
+                                  "load_end": os.getloadavg()}
     doc["ranges"] = ranges_section([int(x) for x in args.range_sizes.split(",")], args.baseline)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2))
