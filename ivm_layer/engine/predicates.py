@@ -314,7 +314,9 @@ def box_vars(preds: list[Predicate]) -> list[str] | None:
     if not preds or any(p.op not in ("<", "<=", ">", ">=", "=") or p.right is None for p in preds):
         return None
     counts = Counter(p.left for p in preds)
-    if len(counts) < 2:
+    if len(counts) < 2 or len({p.right for p in preds}) < 2:
+        # one variable on either side: one order serves that side's probes (a band such as
+        # 000 §1's fraud query keeps its single-order plan)
         return None
     return sorted(counts, key=lambda v: (-counts[v], v))
 

@@ -63,6 +63,19 @@ def _sort_vars(n: Node) -> int:
     return len(own)
 
 
+def _box_vars(n: Node) -> int:
+    """The variables of ``n``'s side a multi-level box index covers (engine/boxgroup.py): those
+    of :func:`_sort_vars` when both sides of the edge compare two or more variables, else 0."""
+    own, other = set(), set()
+    for p in _inequalities(n):
+        if p.right is None:
+            return 0
+        mine = p.left if p.left in n.vars else p.right
+        own.add(mine)
+        other.add(p.right if mine == p.left else p.left)
+    return len(own) if len(own) >= 2 and len(other) >= 2 else 0
+
+
 @dataclass
 class LeafPath:
     atom: int
@@ -107,7 +120,10 @@ def _step(n: Node) -> tuple[str, str]:
     for s in sibs:
         if not _inequalities(s):
             continue
-        k = _sort_vars(s)
+        k = _box_vars(s)
+        if _sort_vars(s) > 1 and not k:
+            return ON, (f"the edge to {fmt_vars(s.vars)} carries inequalities on several variables: "
+                        "a range is scanned and filtered tuple by tuple")
         if k > 1:
             return polylog(k + 1), (f"a box sum over the edge to {fmt_vars(s.vars)}, which compares {k} "
                                     f"variables: {box_reason(k)}")
@@ -139,7 +155,12 @@ def analyze(root: Node, in_n: set[int], derived: Mapping[int, str] | None = None
                 cost, reason = c, why
             m = m.parent
         rep.leaves[n.atom] = LeafPath(n.atom, cost, guard, reason)
-    if rep.multi_inequality_edges:
+    unboxed = [e for e in rep.multi_inequality_edges if not _box_vars(e)]
+    if unboxed:
+        rep.delay = ON
+        rep.delay_reason = (f"the edge above {fmt_vars(unboxed[0].vars)} compares several variables by "
+                            "inequalities: one is served by the index order, the others filter tuple by tuple")
+    elif rep.multi_inequality_edges:
         e = max(rep.multi_inequality_edges, key=_sort_vars)
         k = _sort_vars(e)
         rep.delay = polylog(k + 1)
