@@ -10,8 +10,16 @@ serve`` reads it once per prepared statement), never by a parse:
   constant-delay enumeration for CQAP0 views.
 
 Values are ``$n``, ``?`` (in order) or literals. Everything else (other filters, joins,
-ORDER BY, expressions) goes to DuckDB, which reads the view through the session's lazy Arrow
-reader. Rows are yielded as they are enumerated. Cost: the lookup and the rows, no SQL.
+ORDER BY, expressions) goes to the database: DuckDB reads the view through the session's lazy
+Arrow reader, PostgreSQL through the lookup's rows sent as arrays. Rows are yielded as they are
+enumerated. Cost: the lookup and the rows, no SQL.
+
+:class:`PointReads` is the sessions' side (DuckDB and PostgreSQL alike): a statement's shape
+is read once per text (a regular expression), its result description once per *shape* (the
+first run of ``SELECT * FROM v WHERE a = …`` goes through the general path, whatever the
+value: every later run with any value or literal is answered here), and the inputs are
+converted by :mod:`.inputvalues` as the database compares them. A point read then costs the
+regular-expression match, a dict probe per input and the rows: no parse, no database round trip.
 """
 
 from __future__ import annotations
@@ -19,10 +27,16 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 from decimal import Decimal
+from collections.abc import Callable, Mapping
+from functools import lru_cache
 from itertools import islice
+from typing import Any
 
-from ..identifiers import IDENT
+from ..errors import ProgrammingError
+from ..identifiers import IDENT, ascii_lower
 from ..sql.sqltext import unquote
+from .inputvalues import coerce, family
+from .results import RowsResult
 
 _IDENT = IDENT
 _VALUE = r"(?:\$\d+|\?|-?\d+(?:\.\d+)?|'(?:[^']|'')*')"
@@ -40,13 +54,17 @@ _COUNT = re.compile(rf"count\s*\(\s*\*\s*\)(?:\s+(?:AS\s+)?({_IDENT}))?", re.IGN
 class Shape:
     """A statement the engine answers: ``select`` is ``None`` for ``*``, else column names;
     ``count`` for ``count(*)`` (its output name); ``conds`` are ``(column, value)`` with
-    value ``("$", n)`` or ``("lit", python value)``; ``limit`` likewise or ``None``."""
+    value ``("$", n)`` or ``("lit", python value)``; ``limit`` likewise or ``None``. ``head``:
+    the select list as written (the result description depends on it, not on the values);
+    ``nparams``: the statement parameters it takes (-1: ``?`` mixed with ``$n``)."""
 
     view: str
     select: tuple[str, ...] | None
     count: str | None
     conds: tuple[tuple[str, tuple], ...]
     limit: tuple | None
+    head: str = ""
+    nparams: int = 0
 
 
 def _value(text: str, marks: list) -> tuple:
@@ -89,7 +107,11 @@ def shape(text: str, dialect: str = "duckdb") -> Shape | None:
                 return None
             conds.append((ident(col), _value(val, marks)))
     limit = _value(m.group("limit"), marks) if m.group("limit") else None
-    return Shape(view, select, count, tuple(conds), limit)
+    numbered = [v[1] for _, v in conds if v[0] == "$"] + ([limit[1]] if limit and limit[0] == "$" else [])
+    nparams = len(marks) if marks else max(numbered, default=0)
+    if marks and "$" in text:
+        nparams = -1            # ? mixed with $n: the general path says what the database says
+    return Shape(view, select, count, tuple(conds), limit, " ".join(sel.split()), nparams)
 
 
 def bind(value: tuple, params) -> object:
@@ -121,3 +143,84 @@ def _expand(pairs, project):
         else:
             for _ in range(k):
                 yield row
+
+
+_family = lru_cache(maxsize=256)(family)
+
+
+class PointReads:
+    """One session's point reads of parameterized views (see the module docstring).
+    ``count_rows``: the result's ``rowcount`` is its number of rows (PostgreSQL's), else -1
+    (DuckDB's)."""
+
+    def __init__(self, dialect: str, count_rows: bool = False):
+        self.dialect = dialect
+        self.count_rows = count_rows
+        self._shapes: dict[str, Shape | None] = {}
+        self._descs: dict[tuple, tuple[Any, Any]] = {}     # shape key -> (view state, description)
+
+    def shape(self, text: str) -> Shape | None:
+        """The statement's shape, read once per text."""
+        try:
+            return self._shapes[text]
+        except KeyError:
+            pass
+        if len(self._shapes) > 4096:
+            self._shapes.clear()
+        sh = self._shapes[text] = shape(text, self.dialect)
+        return sh
+
+    def answer(self, text: str, params, views: Mapping, cast: Callable[[Any, str], Any],
+               convert: Callable[[tuple], tuple] | None = None) -> RowsResult | None:
+        """The engine's answer to ``text`` when it is a point read of a parameterized view whose
+        result description is known, else ``None`` (the caller runs the general path and then
+        :meth:`remember`). ``cast(value, type)``: the database's conversion of a value it must
+        read (a string for a DATE input); ``convert``: each output row as the driver returns it."""
+        sh = self.shape(text)
+        if sh is None:
+            return None
+        vs = views.get(sh.view)
+        if vs is None or vs.error is not None or not getattr(vs.view, "params", None):
+            return None
+        got = self._descs.get((sh.view, sh.head))
+        if got is None or got[0] is not vs or isinstance(params, Mapping) or sh.nparams < 0:
+            return None
+        given = 0 if params is None else len(params)
+        if given != sh.nparams:
+            raise ProgrammingError(f"the statement takes {sh.nparams} parameter(s), {given} were given",
+                                   sqlstate="42P02")
+        view = vs.view
+        wanted = view.params
+        if len(sh.conds) != len(wanted) or {c for c, _ in sh.conds} != set(wanted):
+            return None
+        project = None
+        if sh.select is not None and sh.count is None:
+            index = self._index(vs)
+            if any(x not in index for x in sh.select):
+                return None
+            project = [index[x] for x in sh.select]
+        types = vs.input_types
+        inputs = {}
+        for c, v in sh.conds:
+            t = types.get(c)
+            inputs[c] = coerce(bind(v, params), t, _family(t), cast,
+                               f"input {c} of incremental view {vs.name!r}")
+        out = list(rows(view, sh, params, inputs, project))
+        if convert is not None:
+            out = [convert(r) for r in out]
+        return RowsResult(got[1], out, len(out) if self.count_rows else -1)
+
+    def remember(self, text: str, views: Mapping, description) -> None:
+        """After ``text`` ran through the general path: keep its result description for its shape."""
+        sh = self._shapes.get(text)
+        vs = views.get(sh.view) if sh is not None else None
+        if vs is None or description is None or not getattr(vs.view, "params", None):
+            return
+        if len(self._descs) > 1024:
+            self._descs.clear()
+        self._descs[(sh.view, sh.head)] = (vs, description)
+
+    def _index(self, vs) -> dict[str, int]:
+        if self.dialect == "postgres":
+            return {c: i for i, c in enumerate(vs.columns)}
+        return {ascii_lower(c): i for i, c in enumerate(vs.columns)}

@@ -19,6 +19,7 @@ from typing import Any
 
 from ...errors import InternalError, ProgrammingError
 from ..results import DuckResult, Result, RowsResult
+from ..inputvalues import lookup_inputs
 from . import reads
 from .tables import run
 from .views import DuckViews, ViewState, is_parameterized
@@ -75,11 +76,13 @@ class ServedViews:
         return RowsResult(desc, [(len(vs.view),)])
 
     def lookup_read(self, text: str, kind: str, params, found: list[str],
-                    after_result: Callable[[Callable[[], None]], None]) -> Result:
+                    after_result: Callable[[Callable[[], None]], None],
+                    cast: Callable[[Any, str], Any]) -> Result:
         """Run a read of parameterized views: each occurrence is replaced by the rows of a
-        lookup (``view.lookup(**inputs)``, registered under a name of its own). The lookups
-        stay registered while the result streams: ``after_result(unregister)`` hands their
-        removal to the session."""
+        lookup (``view.lookup(**inputs)``, registered under a name of its own), its inputs
+        converted as DuckDB compares them (:func:`~ivm_layer.session.inputvalues.lookup_inputs`;
+        ``cast`` reads a string as the input's type). The lookups stay registered while the
+        result streams: ``after_result(unregister)`` hands their removal to the session."""
         if kind != "read":
             raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
         from ..lookups import plan_lookups  # sqlglot: loaded for the first lookup read
@@ -99,7 +102,8 @@ class ServedViews:
         try:
             for lk in lookups:
                 vs = pviews[lk.view]
-                rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
+                given = lookup_inputs(vs, {p: inputs[i] for p, i in lk.inputs.items()}, cast)
+                rows = vs.view.lookup(**given)
                 self.conn.register(lk.name, reads.reader(rows, vs.schema))
                 registered.append(lk.name)
             self.check(list(self.catalog.names.counts(sql)))
