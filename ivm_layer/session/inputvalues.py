@@ -114,7 +114,8 @@ def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str]
     try:
         return cast(value, sql_type)
     except Error as e:
-        raise DataError(f"{what} is {sql_type}: {value!r} is not a valid {sql_type} value ({e})",
+        why = str(e).strip().splitlines()[0] if str(e).strip() else type(e).__name__
+        raise DataError(f"{what} is {sql_type}: {value!r} is not a valid {sql_type} value ({why})",
                         sqlstate=getattr(e, "sqlstate", None) or "22P02") from e
 
 

@@ -24,6 +24,9 @@ from ..io.duckdb.capture import quote
 from ..identifiers import normalize_tree
 
 
+_LOCAL = {"duckdb": ("main", "temp"), "postgres": ("public", "pg_temp")}
+
+
 @dataclass
 class Lookup:
     """One occurrence of a parameterized view in a statement: register ``rows`` as ``name``."""
@@ -52,13 +55,16 @@ def _input_of(cond, alias: str, params: list[str]):
     return None
 
 
-def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], list[exp.Expression]]:
+def plan_lookups(text: str, views: dict, params, dialect: str = "duckdb") -> tuple[str, list[Lookup],
+                                                                                list[exp.Expression]]:
     """Rewrite ``text`` for the parameterized views it reads. ``views``: name → state with
     ``view.params``, ``columns`` and ``types``. Returns the rewritten SQL, the lookups to
     register, and the input value expressions in the order they are written (evaluated by the
-    caller, with the statement's parameters, in that order)."""
+    caller, with the statement's parameters, in that order). Each occurrence of a view reads
+    ``SELECT cols::types FROM "<lookup name>"``: DuckDB registers the lookup's rows under that
+    name, PostgreSQL sessions put the rows in its place (:mod:`.postgres.lookups`)."""
     try:
-        tree = normalize_tree(sqlglot.parse_one(text, read="duckdb"), "duckdb")
+        tree = normalize_tree(sqlglot.parse_one(text, read=dialect), dialect)
     except (SqlglotError, RecursionError) as e:
         raise SQLError(f"cannot read this query of a parameterized view: {e}") from None
     rank = {id(node): i for i, node in enumerate(tree.dfs())}  # textual order of the inputs
@@ -67,7 +73,7 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
     for i, table in enumerate(list(tree.find_all(exp.Table))):
         name = table.name
         vs = views.get(name)
-        if vs is None or table.args.get("db") and table.args["db"].name not in ("main", "temp"):
+        if vs is None or table.args.get("db") and table.args["db"].name not in _LOCAL[dialect]:
             continue
         wanted = list(vs.view.params)
         alias = table.alias_or_name
@@ -96,7 +102,7 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
                 select.set("where", None)
         reg = f"_ivm_lookup_{name}_{i}"
         cols = ", ".join(f"{quote(c)}::{t} AS {quote(c)}" for c, t in zip(vs.columns, vs.types))
-        sub = sqlglot.parse_one(f"(SELECT {cols} FROM {quote(reg)}) AS {quote(alias)}", read="duckdb")
+        sub = sqlglot.parse_one(f"(SELECT {cols} FROM {quote(reg)}) AS {quote(alias)}", read=dialect)
         table.replace(sub)
         ordered = sorted(wanted, key=lambda p: rank[id(found[p])])
         lookups.append(Lookup(name, reg, {p: len(values) + j for j, p in enumerate(ordered)}))
@@ -107,4 +113,4 @@ def plan_lookups(text: str, views: dict, params) -> tuple[str, list[Lookup], lis
         if any(id(m) not in inside for m in marks):
             raise NotSupportedError("with a parameterized view, statement parameters may only give its inputs "
                                     "(WHERE acc = ?); write the other values into the query")
-    return tree.sql(dialect="duckdb"), lookups, values
+    return tree.sql(dialect=dialect), lookups, values

@@ -171,24 +171,27 @@ class PointReads:
         return sh
 
     def answer(self, text: str, params, views: Mapping, cast: Callable[[Any, str], Any],
-               convert: Callable[[tuple], tuple] | None = None) -> RowsResult | None:
+               convert: Callable[[Any], Callable[[tuple], tuple] | None] | None = None) -> RowsResult | None:
         """The engine's answer to ``text`` when it is a point read of a parameterized view whose
         result description is known, else ``None`` (the caller runs the general path and then
         :meth:`remember`). ``cast(value, type)``: the database's conversion of a value it must
-        read (a string for a DATE input); ``convert``: each output row as the driver returns it."""
+        read (a string for a DATE input); ``convert(view state)``: how each output row becomes what
+        the driver returns (``None``: as it is)."""
         sh = self.shape(text)
         if sh is None:
             return None
         vs = views.get(sh.view)
         if vs is None or vs.error is not None or not getattr(vs.view, "params", None):
             return None
-        got = self._descs.get((sh.view, sh.head))
-        if got is None or got[0] is not vs or isinstance(params, Mapping) or sh.nparams < 0:
+        if isinstance(params, Mapping) or sh.nparams < 0:
             return None
         given = 0 if params is None else len(params)
         if given != sh.nparams:
             raise ProgrammingError(f"the statement takes {sh.nparams} parameter(s), {given} were given",
                                    sqlstate="42P02")
+        got = self._descs.get((sh.view, sh.head))
+        if got is None or got[0] is not vs:
+            return None
         view = vs.view
         wanted = view.params
         if len(sh.conds) != len(wanted) or {c for c, _ in sh.conds} != set(wanted):
@@ -206,8 +209,9 @@ class PointReads:
             inputs[c] = coerce(bind(v, params), t, _family(t), cast,
                                f"input {c} of incremental view {vs.name!r}")
         out = list(rows(view, sh, params, inputs, project))
-        if convert is not None:
-            out = [convert(r) for r in out]
+        fix = convert(vs) if convert is not None and sh.count is None else None
+        if fix is not None:
+            out = [fix(r) for r in out]
         return RowsResult(got[1], out, len(out) if self.count_rows else -1)
 
     def remember(self, text: str, views: Mapping, description) -> None:

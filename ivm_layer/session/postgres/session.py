@@ -64,7 +64,11 @@ from ..duckdb import reads
 from ..results import Result, RowsResult
 from ..router import SESSION_HEADS, first_word, may_write, route
 from .apply import StreamApplier
+from ..duckdb.views import is_parameterized
+from ..pointreads import PointReads
 from .drop import drop_statement
+from .lookups import lookup_read
+from .served import array_columns, thaw
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -130,6 +134,7 @@ class PostgresSession(SessionBase):
             self.catalog = ViewCatalog(self.ctx, self.applier)
             self._names = reads.ViewNames(dialect="postgres")
             self._shapes: dict[str, object] = {}
+            self._points = PointReads("postgres", count_rows=True)   # lookups of parameterized views
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
                 self.watch.report_closed_slots()
@@ -387,6 +392,10 @@ class PostgresSession(SessionBase):
         """Bring the TEMP tables of the served views ``names`` up to date (caught up first)."""
         self._catch_up(names)
         for n in names:
+            if self._views[n].input_types or is_parameterized(self._views[n].view):
+                raise NotSupportedError(f"COPY of parameterized view {n!r} is not supported: read it with "
+                                        f"SELECT … FROM {n} WHERE <inputs> = …", sqlstate="0A000")
+        for n in names:
             if not self._views[n].materialized:
                 self._user.refresh_temp(self._views[n], self._views.values())
 
@@ -394,6 +403,8 @@ class PostgresSession(SessionBase):
         user = self._user
         in_txn = user.in_txn()
         self._catch_up(names)
+        if any(is_parameterized(self._views[n].view) for n in names):
+            return self._lookup_read(r, names, params, in_txn and user.txn_wrote)
         if not (in_txn and user.txn_wrote) and r.kind == "read" and params is None and len(names) == 1:
             cur = engine_answer(user, self._shapes, r.text, self._views[names[0]])
             if cur is not None:
@@ -407,6 +418,31 @@ class PostgresSession(SessionBase):
         if r.kind != "read":
             user.wrote()
         return cur
+
+    def _lookup_read(self, r, names: list[str], params, own_writes: bool) -> Result:
+        """A statement naming parameterized views: ``SELECT cols | count(*) FROM v WHERE input
+        = ? … [LIMIT n]`` is the engine's lookup and nothing else (:mod:`..pointreads`) once its
+        shape's result description is known; anything else runs in PostgreSQL over the lookups'
+        rows (:mod:`.lookups`), or over the definition inside a block that wrote."""
+        if r.kind != "read":
+            raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
+        if not own_writes:
+            got = self._points.answer(r.text, params, self._views, self._cast, _thaw)
+            if got is not None:
+                return got
+        user = self._user
+        for n in names:
+            vs = self._views[n]
+            if not vs.materialized and not is_parameterized(vs.view):
+                user.refresh_temp(vs, self._views.values())
+        pviews = {n: self._views[n] for n in names if is_parameterized(self._views[n].view)}
+        cur = lookup_read(user, r.text, params, pviews, own_writes, self._cast)
+        self._points.remember(r.text, self._views, cur.description)
+        return cur
+
+    def _cast(self, value, sql_type: str):
+        """PostgreSQL's conversion of ``value`` to ``sql_type`` (a string given for a date input)."""
+        return self._user.run(f"SELECT CAST($1 AS {sql_type})", [value]).fetchone()[0]
 
     def _transaction(self, r, params) -> Result:
         user = self._user
@@ -447,3 +483,10 @@ class PostgresSession(SessionBase):
     def _check_stopped(vs: PgView) -> None:
         if vs.error is not None:
             raise ViewStoppedError(f"incremental view {vs.name!r} is stopped: {vs.error}") from vs.error
+
+
+def _thaw(vs: PgView):
+    """How a parameterized view's engine rows become psycopg's (array values as lists)."""
+    if not array_columns(vs.types):
+        return None
+    return lambda row: tuple(thaw(v) if isinstance(v, tuple) else v for v in row)   # projected rows too

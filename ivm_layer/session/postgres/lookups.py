@@ -1,0 +1,83 @@
+"""Queries of parameterized views in a PostgreSQL session that the engine does not answer alone
+(``SELECT count(*) FROM v WHERE acc = ? AND amount > 5``, joins with tables, ORDER BY, …).
+
+The statement is rewritten as in DuckDB sessions (:func:`~ivm_layer.session.lookups.plan_lookups`:
+the inputs' conditions are taken out, each occurrence of the view becomes a subquery), the
+inputs' values are evaluated by PostgreSQL with the statement's parameters (one ``SELECT``) and
+converted as PostgreSQL compares them (:mod:`ivm_layer.session.inputvalues`), and each
+occurrence reads the rows of ``view.lookup(**inputs)`` sent as one array parameter per column
+(``unnest($1::integer[], $2::text[])``): no TEMP table, nothing kept between statements. Cost:
+two round trips plus the lookup's rows. Inside a transaction block that wrote, PostgreSQL
+evaluates the view's definition itself for those inputs instead, so the read sees the block's
+own uncommitted writes (as served views do there).
+
+The one-row lookup itself (``SELECT … FROM v WHERE acc = ?``) never comes here after its first
+run: :class:`~ivm_layer.session.pointreads.PointReads` answers it from the engine.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+from ...errors import NotSupportedError
+from ...io.duckdb.capture import quote
+from ...sql.params import HIDDEN
+from ..inputvalues import lookup_inputs
+from ..lookups import plan_lookups
+from ..results import Result
+from .state import PgView
+from .user import UserConnection
+
+
+def lookup_read(user: UserConnection, text: str, params, views: dict[str, PgView], own_writes: bool,
+                cast: Callable[[Any, str], Any]) -> Result:
+    """Run the read ``text`` of the parameterized views ``views`` (name → state)."""
+    sql, lookups, values = plan_lookups(text, views, params, "postgres")
+    raw = user.run("SELECT " + ", ".join(v.sql(dialect="postgres") for v in values), params).fetchone() \
+        if values else ()
+    args: list = []
+    items: dict[str, str] = {}
+    for lk in lookups:
+        vs = views[lk.view]
+        given = lookup_inputs(vs, {p: raw[i] for p, i in lk.inputs.items()}, cast)
+        items[lk.name] = definition_rows(vs, given, args) if own_writes else \
+            lookup_rows(vs, vs.view.lookup(**given), args)
+    for name, item in items.items():
+        sql = sql.replace(quote(name), item)
+    # never prepared: the array parameters' lengths change with every answer
+    return user.run(sql, args, prepare=False)
+
+
+def lookup_rows(vs: PgView, pairs, args: list) -> str:
+    """``unnest($k::type[], …) AS _ivm_lookup(columns)`` over ``(row, k)`` pairs (k copies),
+    the arrays appended to ``args``."""
+    cols: list[list] = [[] for _ in vs.columns]
+    for row, k in pairs:
+        for _ in range(k):
+            for c, v in zip(cols, row):
+                c.append(v)
+    items = []
+    for c, t, values in zip(vs.columns, vs.types, cols):
+        if t.endswith("]"):
+            raise NotSupportedError(f"incremental view {vs.name!r}: its column {c!r} is an array ({t}); read it "
+                                    f"with SELECT … FROM {vs.name} WHERE <inputs> alone (the engine answers "
+                                    "that), not inside a larger query", sqlstate="0A000")
+        args.append(values)
+        items.append(f"${len(args)}::{t}[]")
+    names = ", ".join(quote(c) for c in vs.columns)
+    return f"unnest({', '.join(items)}) AS _ivm_lookup({names})"
+
+
+def definition_rows(vs: PgView, given: dict[str, Any], args: list) -> str:
+    """The view's definition evaluated by PostgreSQL for the inputs ``given`` (a transaction
+    block's own writes are visible to it), as a FROM item with the view's column names."""
+    ops = {name: (hidden, op) for name, op, hidden in vs.ranges}
+    conds = []
+    for name, value in given.items():
+        hidden, op = ops.get(name, (HIDDEN + name, "="))
+        args.append(value)
+        conds.append(f"{quote(hidden)} {op} ${len(args)}")
+    names = ", ".join(quote(c) for c in list(vs.columns) + list(vs.hidden))
+    return (f"(SELECT * FROM ({vs.described}) AS _ivm_q({names}) WHERE {' AND '.join(conds) or 'true'}) "
+            f"AS _ivm_lookup")
