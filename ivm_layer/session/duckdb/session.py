@@ -371,7 +371,10 @@ class Session(SessionBase):
 
     def _cast(self, value, sql_type: str):
         """DuckDB's conversion of ``value`` to ``sql_type`` (a string given for a DATE input)."""
-        return run(self._conn, f"SELECT CAST(? AS {sql_type})", [value]).fetchall()[0][0]
+        try:
+            return run(self._conn, f"SELECT CAST(? AS {sql_type})", [value]).fetchall()[0][0]
+        except duckdb_error() as e:
+            raise from_driver(e) from e
 
     def _autocommit(self, body):
         """Run ``body(undo)`` in a transaction of its own with the engine side undone when it
