@@ -189,9 +189,9 @@ class DuckViews:
     def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool,
                 sql: str, depends: list[str]) -> ViewState:
         """Track the base tables, bulk-load the view, describe (and fill) its table."""
-        described, ranges = describable(sql, "duckdb") if is_parameterized(view) else (sql, [])
+        described, range_inputs = describable(sql, "duckdb") if is_parameterized(view) else (sql, [])
         desc = self.conn.execute(f"DESCRIBE {described}").fetchall()
-        inputs = input_types([(r[0], r[1]) for r in desc], ranges) if is_parameterized(view) else {}
+        inputs = input_types([(r[0], r[1]) for r in desc], range_inputs) if is_parameterized(view) else {}
         desc = [r for r in desc if not (is_parameterized(view) and is_hidden(r[0]))]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
