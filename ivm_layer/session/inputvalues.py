@@ -65,12 +65,10 @@ def _number_kind(v) -> str | None:
     return None
 
 
-def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str], Any] | None,
-           what: str) -> Any:
+def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str], Any], what: str) -> Any:
     """``value`` as the engine holds values of ``sql_type`` (``fam`` = :func:`family` of it),
-    ``None`` when it can match nothing. ``cast(value, sql_type)`` asks the database (``None``:
-    the caller cannot, and gets :class:`NeedsDatabase`). ``what`` names the input in errors
-    ("input acc of incremental view recent")."""
+    ``None`` when it can match nothing. ``cast(value, sql_type)`` asks the database. ``what``
+    names the input in errors ("input acc of incremental view recent")."""
     if value is None:
         return None
     num = _number_kind(value)
@@ -109,8 +107,6 @@ def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str]
     if fam != "other" and not isinstance(value, (str, dt.date)):
         raise ProgrammingError(f"{what} is {sql_type}: it cannot be compared with a value of Python type "
                                f"{type(value).__name__}", sqlstate="42883")
-    if cast is None:
-        raise NeedsDatabase(what)
     try:
         return cast(value, sql_type)
     except Error as e:
@@ -119,12 +115,7 @@ def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str]
                         sqlstate=getattr(e, "sqlstate", None) or "22P02") from e
 
 
-class NeedsDatabase(Exception):
-    """Raised by :func:`coerce` without ``cast`` when only the database can convert the value
-    (a fast path then hands the statement to the general one)."""
-
-
-def lookup_inputs(vs, values: dict[str, Any], cast: Callable[[Any, str], Any] | None) -> dict[str, Any]:
+def lookup_inputs(vs, values: dict[str, Any], cast: Callable[[Any, str], Any]) -> dict[str, Any]:
     """``values`` (input → value as the statement gave it) converted by :func:`coerce` with the
     view state's ``input_types``."""
     types = vs.input_types

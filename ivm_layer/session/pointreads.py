@@ -148,16 +148,30 @@ def _expand(pairs, project):
 _family = lru_cache(maxsize=256)(family)
 
 
+@dataclass
+class _Plan:
+    """A text known to be a point read: its view state, description, projection and, per
+    condition, ``(input, value, SQL type, family)``."""
+
+    vs: Any
+    description: Any
+    sh: Shape
+    project: list[int] | None
+    conds: list[tuple[str, tuple, str | None, str]]
+
+
 class PointReads:
     """One session's point reads of parameterized views (see the module docstring).
     ``count_rows``: the result's ``rowcount`` is its number of rows (PostgreSQL's), else -1
-    (DuckDB's)."""
+    (DuckDB's). Per statement text the checks are made once (:class:`_Plan`); a read then
+    costs a dict probe, the inputs' conversion, the lookup and its rows."""
 
     def __init__(self, dialect: str, count_rows: bool = False):
         self.dialect = dialect
         self.count_rows = count_rows
         self._shapes: dict[str, Shape | None] = {}
-        self._descs: dict[tuple, tuple[Any, Any]] = {}     # shape key -> (view state, description)
+        self._descs: dict[tuple, tuple[Any, Any]] = {}     # (view, select list) -> (view state, description)
+        self._plans: dict[str, _Plan] = {}
 
     def shape(self, text: str) -> Shape | None:
         """The statement's shape, read once per text."""
@@ -170,30 +184,79 @@ class PointReads:
         sh = self._shapes[text] = shape(text, self.dialect)
         return sh
 
+    def known(self, text: str) -> str | None:
+        """The view ``text`` reads when it was answered here before (a session may then skip
+        its routing), else ``None``."""
+        plan = self._plans.get(text)
+        return None if plan is None else plan.sh.view
+
     def answer(self, text: str, params, views: Mapping, cast: Callable[[Any, str], Any],
                convert: Callable[[Any], Callable[[tuple], tuple] | None] | None = None) -> RowsResult | None:
         """The engine's answer to ``text`` when it is a point read of a parameterized view whose
         result description is known, else ``None`` (the caller runs the general path and then
         :meth:`remember`). ``cast(value, type)``: the database's conversion of a value it must
-        read (a string for a DATE input); ``convert(view state)``: how each output row becomes what
-        the driver returns (``None``: as it is)."""
+        read (a string for a DATE input); ``convert(view state)``: how each output row becomes
+        what the driver returns (``None``: as it is)."""
+        plan = self._plans.get(text)
+        if plan is None or views.get(plan.sh.view) is not plan.vs:
+            plan = self._plan(text, params, views, convert)
+            if plan is None:
+                return None
+        vs = plan.vs
+        if vs.error is not None:
+            return None
+        sh = plan.sh
+        kind = type(params)
+        if kind is not list and kind is not tuple and (params is None or isinstance(params, Mapping)):
+            if params is not None or sh.nparams:
+                return self._count_error(sh, params)
+        elif len(params) != sh.nparams:
+            return self._count_error(sh, params)
+        inputs = {}
+        for name, value, sql_type, fam in plan.conds:
+            v = params[value[1] - 1] if value[0] == "$" else value[1]
+            if v is None or type(v) is not int or fam != "int":
+                v = coerce(v, sql_type, fam, cast, f"input {name} of incremental view {vs.name!r}")
+            inputs[name] = v
+        view = vs.view
+        if sh.count is None and sh.limit is None and plan.project is None:
+            out: list = []
+            for row, k in view.lookup(**inputs):
+                if k == 1:
+                    out.append(row)
+                else:
+                    out.extend([row] * k)
+        else:
+            out = list(rows(view, sh, params, inputs, plan.project))
+        fix = convert(vs) if convert is not None and sh.count is None else None
+        if fix is not None:
+            out = [fix(r) for r in out]
+        return RowsResult(plan.description, out, len(out) if self.count_rows else -1)
+
+    @staticmethod
+    def _count_error(sh: Shape, params):
+        if isinstance(params, Mapping) or sh.nparams < 0:
+            return None                     # named or mixed placeholders: the general path says
+        given = 0 if params is None else len(params)
+        raise ProgrammingError(f"the statement takes {sh.nparams} parameter(s), {given} were given",
+                               sqlstate="42P02")
+
+    def _plan(self, text: str, params, views: Mapping, convert) -> _Plan | None:
         sh = self.shape(text)
         if sh is None:
             return None
         vs = views.get(sh.view)
         if vs is None or vs.error is not None or not getattr(vs.view, "params", None):
             return None
-        if isinstance(params, Mapping) or sh.nparams < 0:
+        if sh.nparams < 0 or isinstance(params, Mapping):
             return None
         given = 0 if params is None else len(params)
         if given != sh.nparams:
-            raise ProgrammingError(f"the statement takes {sh.nparams} parameter(s), {given} were given",
-                                   sqlstate="42P02")
+            self._count_error(sh, params)
         got = self._descs.get((sh.view, sh.head))
         if got is None or got[0] is not vs:
             return None
-        view = vs.view
-        wanted = view.params
+        wanted = vs.view.params
         if len(sh.conds) != len(wanted) or {c for c, _ in sh.conds} != set(wanted):
             return None
         project = None
@@ -203,16 +266,11 @@ class PointReads:
                 return None
             project = [index[x] for x in sh.select]
         types = vs.input_types
-        inputs = {}
-        for c, v in sh.conds:
-            t = types.get(c)
-            inputs[c] = coerce(bind(v, params), t, _family(t), cast,
-                               f"input {c} of incremental view {vs.name!r}")
-        out = list(rows(view, sh, params, inputs, project))
-        fix = convert(vs) if convert is not None and sh.count is None else None
-        if fix is not None:
-            out = [fix(r) for r in out]
-        return RowsResult(got[1], out, len(out) if self.count_rows else -1)
+        conds = [(c, v, types.get(c), _family(types.get(c))) for c, v in sh.conds]
+        if len(self._plans) > 4096:
+            self._plans.clear()
+        plan = self._plans[text] = _Plan(vs, got[1], sh, project, conds)
+        return plan
 
     def remember(self, text: str, views: Mapping, description) -> None:
         """After ``text`` ran through the general path: keep its result description for its shape."""

@@ -299,6 +299,10 @@ class Session(SessionBase):
         return res
 
     def _dispatch(self, text: str, params) -> Result:
+        if self._points.known(text):        # a point read answered before: no routing, no name scan
+            got = self._points.answer(text, params, self._views, self._cast)
+            if got is not None:
+                return got
         if not self._views and not self._catalog.captures and first_word(text) not in SESSION_HEADS:
             return run(self._conn, text, params, lazy=True)   # no view to serve or protect
         r = route(text, self._catalogs)

@@ -319,6 +319,12 @@ class PostgresSession(SessionBase):
             return self._dispatch(text, params)
 
     def _dispatch(self, text: str, params) -> Result:
+        name = self._points.known(text)     # a point read answered before: no routing, no name scan
+        if name in self._views and not (self._user.txn_wrote and self._user.in_txn()):
+            self._catch_up([name])
+            got = self._points.answer(text, params, self._views, self._cast, _thaw)
+            if got is not None:
+                return got
         if COPY_STDIO.match(text):
             names = self._names.find(text) if self._views else []
             if names:
