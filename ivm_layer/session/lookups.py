@@ -114,3 +114,29 @@ def plan_lookups(text: str, views: dict, params, dialect: str = "duckdb") -> tup
             raise NotSupportedError("with a parameterized view, statement parameters may only give its inputs "
                                     "(WHERE acc = ?); write the other values into the query")
     return tree.sql(dialect=dialect), lookups, values
+
+
+class LookupPlans:
+    """:func:`plan_lookups` once per statement text (a session's own cache): the parse and the
+    rewrite cost milliseconds, a read of the same text with other parameters reuses them.
+    Returns ``(rewritten SQL, lookups, the input values' SQL texts)``; an entry is used only
+    while the views it was planned for are the same objects."""
+
+    def __init__(self, dialect: str, size: int = 512):
+        self.dialect = dialect
+        self.size = size
+        self._plans: dict[tuple, tuple[tuple, tuple[str, list[Lookup], list[str]]]] = {}
+
+    def plan(self, text: str, views: dict, params) -> tuple[str, list[Lookup], list[str]]:
+        names = tuple(sorted(views))
+        key = (text, params is None, names)
+        states = tuple((views[n], views[n].view) for n in names)
+        got = self._plans.get(key)
+        if got is not None and all(a is b and v is w for (a, v), (b, w) in zip(got[0], states)):
+            return got[1]
+        sql, lookups, values = plan_lookups(text, views, params, self.dialect)
+        out = (sql, lookups, [v.sql(dialect=self.dialect) for v in values])
+        if len(self._plans) >= self.size:
+            self._plans.clear()
+        self._plans[key] = (states, out)
+        return out

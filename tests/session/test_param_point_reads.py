@@ -17,6 +17,7 @@ import pytest
 
 import ivm_layer
 from ivm_layer.errors import DataError, ProgrammingError, SQLError
+from ivm_layer.session.postgres import lookups as pg_lookups
 from ivm_layer.session.postgres import session as pg_session_module
 
 VIEWS = {
@@ -46,13 +47,13 @@ class GeneralPath:
     def __init__(self, monkeypatch, session):
         self.calls = 0
         if isinstance(session, pg_session_module.PostgresSession):
-            real = pg_session_module.lookup_read
+            real = pg_lookups.lookup_read
 
             def counted(*a, **k):
                 self.calls += 1
                 return real(*a, **k)
 
-            monkeypatch.setattr(pg_session_module, "lookup_read", counted)
+            monkeypatch.setattr(pg_lookups, "lookup_read", counted)
         else:
             served = session._served
             real = served.lookup_read

@@ -33,6 +33,7 @@ class ServedViews:
         self.catalog = catalog
         self.live: dict[str, reads.LiveRows] = {}       # served view -> its registered rows
         self._count_shapes: dict[str, Any] = {}        # count(*) statement -> DuckDB's description
+        self.plans = None                               # queries of parameterized views, rewritten
 
     def sync(self, fresh: tuple[str, ...] = ()) -> None:
         """Register rows for every healthy served view, unregister the others (``fresh``: names
@@ -85,13 +86,14 @@ class ServedViews:
         result streams: ``after_result(unregister)`` hands their removal to the session."""
         if kind != "read":
             raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
-        from ..lookups import plan_lookups  # sqlglot: loaded for the first lookup read
+        if self.plans is None:
+            from ..lookups import LookupPlans  # sqlglot: loaded for the first lookup read
 
+            self.plans = LookupPlans("duckdb")
         views = self.catalog.views
         pviews = {n: views[n] for n in found if is_parameterized(views[n].view)}
-        sql, lookups, values = plan_lookups(text, pviews, params)
-        inputs = run(self.conn, "SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
-                     params).fetchone() if values else ()
+        sql, lookups, values = self.plans.plan(text, pviews, params)
+        inputs = run(self.conn, "SELECT " + ", ".join(values), params).fetchone() if values else ()
         registered: list[str] = []
 
         def unregister() -> None:

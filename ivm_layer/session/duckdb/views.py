@@ -22,7 +22,6 @@ from ...io.duckdb import capture as duck
 from ...maintain.viewset import ViewSet, load_view
 from ...progress import Progress
 from ...identifiers import sql_fold
-from ...sql.paramtypes import describable, input_types, is_hidden
 from ...sql.statements import CreateIncrementalView, classify, named_columns
 from ..core import ViewStateBase, dedupe_names
 from . import ranges, reads
@@ -189,6 +188,8 @@ class DuckViews:
     def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool,
                 sql: str, depends: list[str]) -> ViewState:
         """Track the base tables, bulk-load the view, describe (and fill) its table."""
+        from ...sql.paramtypes import describable, input_types, is_hidden   # sqlglot: loaded with the first view
+
         described, range_inputs = describable(sql, "duckdb") if is_parameterized(view) else (sql, [])
         desc = self.conn.execute(f"DESCRIBE {described}").fetchall()
         inputs = input_types([(r[0], r[1]) for r in desc], range_inputs) if is_parameterized(view) else {}

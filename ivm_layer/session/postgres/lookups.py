@@ -18,24 +18,27 @@ run: :class:`~ivm_layer.session.pointreads.PointReads` answers it from the engin
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from ...errors import NotSupportedError
 from ...io.duckdb.capture import quote
-from ...sql.params import HIDDEN
 from ..inputvalues import lookup_inputs
-from ..lookups import plan_lookups
 from ..results import Result
 from .state import PgView
 from .user import UserConnection
 
+if TYPE_CHECKING:  # pragma: no cover
+    from ..lookups import LookupPlans
 
-def lookup_read(user: UserConnection, text: str, params, views: dict[str, PgView], own_writes: bool,
-                cast: Callable[[Any, str], Any]) -> Result:
-    """Run the read ``text`` of the parameterized views ``views`` (name → state)."""
-    sql, lookups, values = plan_lookups(text, views, params, "postgres")
-    raw = user.run("SELECT " + ", ".join(v.sql(dialect="postgres") for v in values), params).fetchone() \
-        if values else ()
+HIDDEN = "__param_"      # sql.params.HIDDEN (not imported: sqlglot loads with the first view)
+
+
+def lookup_read(user: UserConnection, plans: LookupPlans, text: str, params, views: dict[str, PgView],
+                own_writes: bool, cast: Callable[[Any, str], Any]) -> Result:
+    """Run the read ``text`` of the parameterized views ``views`` (name → state); ``plans``:
+    the session's rewrites, one per statement text."""
+    sql, lookups, values = plans.plan(text, views, params)
+    raw = user.run("SELECT " + ", ".join(values), params).fetchone() if values else ()
     args: list = []
     items: dict[str, str] = {}
     for lk in lookups:

@@ -67,7 +67,7 @@ from .apply import StreamApplier
 from ..duckdb.views import is_parameterized
 from ..pointreads import PointReads
 from .drop import drop_statement
-from .lookups import lookup_read
+from . import lookups as pg_lookups
 from .served import array_columns, thaw
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
@@ -135,6 +135,7 @@ class PostgresSession(SessionBase):
             self._names = reads.ViewNames(dialect="postgres")
             self._shapes: dict[str, object] = {}
             self._points = PointReads("postgres", count_rows=True)   # lookups of parameterized views
+            self._lookup_plans = None                               # ... and queries around them
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
                 self.watch.report_closed_slots()
@@ -442,7 +443,11 @@ class PostgresSession(SessionBase):
             if not vs.materialized and not is_parameterized(vs.view):
                 user.refresh_temp(vs, self._views.values())
         pviews = {n: self._views[n] for n in names if is_parameterized(self._views[n].view)}
-        cur = lookup_read(user, r.text, params, pviews, own_writes, self._cast)
+        if self._lookup_plans is None:
+            from ..lookups import LookupPlans     # sqlglot: loaded for the first such query
+
+            self._lookup_plans = LookupPlans("postgres")
+        cur = pg_lookups.lookup_read(user, self._lookup_plans, r.text, params, pviews, own_writes, self._cast)
         self._points.remember(r.text, self._views, cur.description)
         return cur
 
