@@ -1,7 +1,7 @@
 """One-row lookups of a parameterized view through SQL, against the backend's own indexed point
 query on the same data (issue 28 item 6), in DuckDB and PostgreSQL sessions.
 
-    python -m ivm_layer.bench.point_sql [--n 20000] [--no-postgres] [--out bench-results/point_sql.json]
+    python -m ivm_layer.bench.point_sql [--n 20000] [--reps 400] [--no-postgres] [--out bench-results/point_sql.json]
 
 The view ``SELECT r.b, r.c FROM r WHERE r.a = $a`` over ``r(a, b, c)`` with one row per ``a``.
 Per backend, medians over ``REPS`` single reads of random keys:
@@ -44,9 +44,9 @@ def _median_us(fn, keys: list[int]) -> float:
     return round(statistics.median(samples) * 1e6, 1)
 
 
-def _measure(s, plain, n: int, rnd: random.Random) -> dict:
+def _measure(s, plain, n: int, rnd: random.Random, reps: int) -> dict:
     out: dict = {}
-    keys = [rnd.randrange(n) for _ in range(REPS)]
+    keys = [rnd.randrange(n) for _ in range(reps)]
     try:
         s.execute(f"CREATE INCREMENTAL VIEW v AS {VIEW}")
     except Exception as e:  # noqa: BLE001 - a backend that refuses the view: say so
@@ -61,14 +61,14 @@ def _measure(s, plain, n: int, rnd: random.Random) -> dict:
     out["sql_literal_us"] = _median_us(lambda k: s.execute(f"SELECT * FROM v WHERE a = {k}").fetchall(), keys)
     out["plain_us"] = _median_us(plain, keys)
     out["sql_general_us"] = _median_us(
-        lambda k: s.execute("SELECT * FROM v WHERE a = ? AND b >= 0", [k]).fetchall(), keys[:REPS // 4])
+        lambda k: s.execute("SELECT * FROM v WHERE a = ? AND b >= 0", [k]).fetchall(), keys[:max(1, reps // 4)])
     out["plain_again_us"] = _median_us(plain, keys)       # drift check: the baseline measured twice
     out["ratio"] = round(out["sql_param_us"] / min(out["plain_us"], out["plain_again_us"]), 2)
     out["ratio_literal"] = round(out["sql_literal_us"] / min(out["plain_us"], out["plain_again_us"]), 2)
     return out
 
 
-def duckdb_side(n: int, rnd: random.Random) -> dict:
+def duckdb_side(n: int, rnd: random.Random, reps: int = REPS) -> dict:
     import duckdb
 
     import ivm_layer
@@ -82,13 +82,13 @@ def duckdb_side(n: int, rnd: random.Random) -> dict:
     con.execute(f"INSERT INTO r {load}")
     con.execute("CREATE INDEX r_a ON r (a)")
     try:
-        return _measure(s, lambda k: con.execute("SELECT b, c FROM r WHERE a = ?", [k]).fetchall(), n, rnd)
+        return _measure(s, lambda k: con.execute("SELECT b, c FROM r WHERE a = ?", [k]).fetchall(), n, rnd, reps)
     finally:
         s.close()
         con.close()
 
 
-def postgres_side(n: int, rnd: random.Random) -> dict:
+def postgres_side(n: int, rnd: random.Random, reps: int = REPS) -> dict:
     import psycopg
 
     import ivm_layer
@@ -106,18 +106,18 @@ def postgres_side(n: int, rnd: random.Random) -> dict:
         s = ivm_layer.connect(url, state_dir=state, set_replica_identity=True)
         try:
             return _measure(s, lambda k: w.execute("SELECT b, c FROM r_plain WHERE a = %s", [k],
-                                                   prepare=True).fetchall(), n, rnd)
+                                                   prepare=True).fetchall(), n, rnd, reps)
         finally:
             s.close(drop=True)
             w.close()
 
 
-def run(n: int, postgres: bool = True) -> dict:
+def run(n: int, postgres: bool = True, reps: int = REPS) -> dict:
     rnd = random.Random(7)
-    doc: dict = {"n": n, "reps": REPS, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
-                 "duckdb": duckdb_side(n, rnd)}
+    doc: dict = {"n": n, "reps": reps, "loadavg_before": [round(x, 2) for x in os.getloadavg()],
+                 "duckdb": duckdb_side(n, rnd, reps)}
     if postgres:
-        doc["postgres"] = postgres_side(n, rnd)
+        doc["postgres"] = postgres_side(n, rnd, reps)
     doc["loadavg_after"] = [round(x, 2) for x in os.getloadavg()]
     return doc
 
@@ -126,9 +126,10 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=20000)
     ap.add_argument("--no-postgres", action="store_true", help="DuckDB only (no throwaway PostgreSQL cluster)")
+    ap.add_argument("--reps", type=int, default=REPS, help="reads per figure (medians)")
     ap.add_argument("--out", default="bench-results/point_sql.json")
     args = ap.parse_args(argv)
-    doc = run(args.n, not args.no_postgres)
+    doc = run(args.n, not args.no_postgres, args.reps)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2))
     print(json.dumps(doc, indent=2))

@@ -9,7 +9,11 @@
    first row of a present key and to an empty answer (absent key; and a key present in ``t`` only),
    beside DuckDB answering the same lookup with a prepared ``WHERE r.a = ?`` over the base tables.
 
-3. *q-hierarchical hub* (issue 13): ``r0 ⋈ r1 ON a ⋈ r2 ON (a, b)``, inserts into ``r0`` on a hub
+3. *point reads through SQL* (issue 28 item 6, :mod:`ivm_layer.bench.point_sql`): ``SELECT * FROM
+   v WHERE a = ?`` of a parameterized view in DuckDB and PostgreSQL sessions against the
+   backend's own indexed point query on the same data (``--no-postgres``: DuckDB only).
+
+4. *q-hierarchical hub* (issue 13): ``r0 ⋈ r1 ON a ⋈ r2 ON (a, b)``, inserts into ``r0`` on a hub
    value of ``a`` (its ``r2`` partner inserted first), now planned from the canonical variable order.
 
 Medians over repeated single operations; machine-dependent, never asserted.
@@ -113,6 +117,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--out", default="bench-results/static_params.json")
+    ap.add_argument("--no-postgres", action="store_true", help="point reads: DuckDB sessions only")
     args = ap.parse_args(argv)
     rnd = random.Random(42)
     doc: dict = {"n": args.n, "reps": REPS, "update_us": {}, "lookup": {}, "qh_hub_insert_us": {}}
@@ -121,6 +126,9 @@ def main(argv: list[str] | None = None) -> int:
         doc["update_us"][str(n)] = {"static_t_c_lin": update_cost(n, ("t",), rnd),
                                     "all_dynamic": update_cost(n, (), rnd)}
         doc["lookup"][str(n)] = lookup_latency(n, rnd)
+    from . import point_sql
+
+    doc["point_sql"] = point_sql.run(16 * args.n, postgres=not args.no_postgres)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2))
     print(json.dumps(doc, indent=2))
