@@ -7,8 +7,12 @@ an equality on the input's name in the ``WHERE`` clause of the query that reads 
 a range input ``ts > $since``). :func:`plan_lookups` finds those conditions (only statements that
 mention a parameterized view are parsed), removes them, and replaces each occurrence of the
 view by a subquery over the rows ``view.lookup(**inputs)`` yields — an O(1) probe and
-constant-delay enumeration for CQAP0 views — so DuckDB evaluates the rest of the query as
-written. A read without every input is an error that names the missing ones.
+constant-delay enumeration for CQAP0 views — so the database evaluates the rest of the query as
+written (DuckDB over the lookup registered as an Arrow reader, PostgreSQL over the rows sent as
+arrays: :mod:`.postgres.lookups`). A read without every input is an error that names the
+missing ones. :class:`LookupPlans` keeps the rewrite per statement text (the parse costs
+milliseconds); the one-row lookup ``SELECT … FROM v WHERE input = ?`` never comes here after its
+first run (:mod:`.pointreads`).
 """
 
 from __future__ import annotations
