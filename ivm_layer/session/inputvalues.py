@@ -20,6 +20,7 @@ database:
 from __future__ import annotations
 
 import datetime as dt
+import math
 import re
 from collections.abc import Callable
 from decimal import Decimal
@@ -77,7 +78,7 @@ def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str]
             return value          # Python compares numbers exactly, as SQL does here
         if fam == "decimal":
             if num == "float":
-                return Decimal(repr(value)) if value == value and abs(value) != float("inf") else None
+                return Decimal(repr(value)) if math.isfinite(value) else None
             return value
         if fam == "float":
             return float(value)

@@ -25,9 +25,9 @@ regular-expression match, a dict probe per input and the rows: no parse, no data
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from decimal import Decimal
-from collections.abc import Callable, Mapping
 from functools import lru_cache
 from itertools import islice
 from typing import Any
@@ -236,7 +236,7 @@ class PointReads:
     @staticmethod
     def _count_error(sh: Shape, params):
         if isinstance(params, Mapping) or sh.nparams < 0:
-            return None                     # named or mixed placeholders: the general path says
+            return   # named or mixed placeholders: the general path says
         given = 0 if params is None else len(params)
         raise ProgrammingError(f"the statement takes {sh.nparams} parameter(s), {given} were given",
                                sqlstate="42P02")

@@ -18,8 +18,8 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import InternalError, ProgrammingError
-from ..results import DuckResult, Result, RowsResult
 from ..inputvalues import lookup_inputs
+from ..results import DuckResult, Result, RowsResult
 from . import reads
 from .tables import run
 from .views import DuckViews, ViewState, is_parameterized
@@ -87,7 +87,9 @@ class ServedViews:
         if kind != "read":
             raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
         if self.plans is None:
-            from ..lookups import LookupPlans  # sqlglot: loaded for the first lookup read
+            from ..lookups import (
+                LookupPlans,  # sqlglot: loaded for the first lookup read
+            )
 
             self.plans = LookupPlans("duckdb")
         views = self.catalog.views

@@ -188,7 +188,8 @@ class DuckViews:
     def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool,
                 sql: str, depends: list[str]) -> ViewState:
         """Track the base tables, bulk-load the view, describe (and fill) its table."""
-        from ...sql.paramtypes import describable, input_types, is_hidden   # sqlglot: loaded with the first view
+        # sqlglot: loaded with the first view
+        from ...sql.paramtypes import describable, input_types, is_hidden
 
         described, range_inputs = describable(sql, "duckdb") if is_parameterized(view) else (sql, [])
         desc = self.conn.execute(f"DESCRIBE {described}").fetchall()

@@ -56,18 +56,19 @@ from ...errors import (
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
+from ...io.postgres.feed import ReplicationError  # noqa: F401
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import private_dir
 from ...sql.statements import classify
 from ..core import SessionBase, unalterable
 from ..duckdb import reads
-from ..results import Result, RowsResult
-from ..router import SESSION_HEADS, first_word, may_write, route
-from .apply import StreamApplier
 from ..duckdb.views import is_parameterized
 from ..pointreads import PointReads
-from .drop import drop_statement
+from ..results import Result, RowsResult
+from ..router import SESSION_HEADS, first_word, may_write, route
 from . import lookups as pg_lookups
+from .apply import StreamApplier
+from .drop import drop_statement
 from .served import array_columns, thaw
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
@@ -81,7 +82,6 @@ from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL
     default_state_dir,
     slot_name,
 )
-from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
@@ -444,7 +444,9 @@ class PostgresSession(SessionBase):
                 user.refresh_temp(vs, self._views.values())
         pviews = {n: self._views[n] for n in names if is_parameterized(self._views[n].view)}
         if self._lookup_plans is None:
-            from ..lookups import LookupPlans     # sqlglot: loaded for the first such query
+            from ..lookups import (
+                LookupPlans,  # sqlglot: loaded for the first such query
+            )
 
             self._lookup_plans = LookupPlans("postgres")
         cur = pg_lookups.lookup_read(user, self._lookup_plans, r.text, params, pviews, own_writes, self._cast)
