@@ -23,7 +23,9 @@ from typing import TYPE_CHECKING, Any
 from ...errors import NotSupportedError
 from ...io.duckdb.capture import quote
 from ..inputvalues import lookup_inputs
+from ..pointreads import PointReads
 from ..results import Result
+from .served import array_columns, thaw
 from .state import PgView
 from .user import UserConnection
 
@@ -31,6 +33,47 @@ if TYPE_CHECKING:  # pragma: no cover
     from ..lookups import LookupPlans
 
 HIDDEN = "__param_"      # sql.params.HIDDEN (not imported: sqlglot loads with the first view)
+
+
+class ParamReads:
+    """A PostgreSQL session's reads of parameterized views: point reads answered by the engine
+    (``points``), everything else through :func:`lookup_read` with the rewrite planned once per
+    statement text. ``views``: the session's name → state map."""
+
+    def __init__(self, user: UserConnection, views: dict[str, PgView]):
+        self.user = user
+        self.views = views
+        self.points = PointReads("postgres", count_rows=True)
+        self.plans: LookupPlans | None = None
+
+    def cast(self, value, sql_type: str):
+        """PostgreSQL's conversion of ``value`` to ``sql_type`` (a string given for a date input)."""
+        return self.user.run(f"SELECT CAST($1 AS {sql_type})", [value]).fetchone()[0]
+
+    def point(self, text: str, params) -> Result | None:
+        """The engine's answer when ``text`` is a known point read, else ``None``."""
+        return self.points.answer(text, params, self.views, self.cast, _thaw)
+
+    def read(self, text: str, params, names: list[str], own_writes: bool) -> Result:
+        """Run ``text`` in PostgreSQL over the lookups of the parameterized views among ``names``
+        (over their definitions when ``own_writes``), and learn its result description."""
+        if self.plans is None:
+            # sqlglot: loaded for the first such query
+            from ..lookups import LookupPlans
+
+            self.plans = LookupPlans("postgres")
+        pviews = {n: self.views[n] for n in names if self.views[n].input_types or
+                  getattr(self.views[n].view, "params", None)}
+        cur = lookup_read(self.user, self.plans, text, params, pviews, own_writes, self.cast)
+        self.points.remember(text, self.views, cur.description)
+        return cur
+
+
+def _thaw(vs: PgView):
+    """How a parameterized view's engine rows become psycopg's (array values as lists)."""
+    if not array_columns(vs.types):
+        return None
+    return lambda row: tuple(thaw(v) if isinstance(v, tuple) else v for v in row)   # projected rows too
 
 
 def lookup_read(user: UserConnection, plans: LookupPlans, text: str, params, views: dict[str, PgView],

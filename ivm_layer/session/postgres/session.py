@@ -63,13 +63,11 @@ from ...sql.statements import classify
 from ..core import SessionBase, unalterable
 from ..duckdb import reads
 from ..duckdb.views import is_parameterized
-from ..pointreads import PointReads
 from ..results import Result, RowsResult
 from ..router import SESSION_HEADS, first_word, may_write, route
 from . import lookups as pg_lookups
 from .apply import StreamApplier
 from .drop import drop_statement
-from .served import array_columns, thaw
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
     SESSION_PATTERN,
     SYNC_PREFIX,
@@ -134,8 +132,7 @@ class PostgresSession(SessionBase):
             self.catalog = ViewCatalog(self.ctx, self.applier)
             self._names = reads.ViewNames(dialect="postgres")
             self._shapes: dict[str, object] = {}
-            self._points = PointReads("postgres", count_rows=True)   # lookups of parameterized views
-            self._lookup_plans = None                               # ... and queries around them
+            self._params = pg_lookups.ParamReads(self._user, self._views)   # parameterized views
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
                 self.watch.report_closed_slots()
@@ -320,10 +317,10 @@ class PostgresSession(SessionBase):
             return self._dispatch(text, params)
 
     def _dispatch(self, text: str, params) -> Result:
-        name = self._points.known(text)     # a point read answered before: no routing, no name scan
+        name = self._params.points.known(text)   # a point read answered before: no routing, no name scan
         if name in self._views and not (self._user.txn_wrote and self._user.in_txn()):
             self._catch_up([name])
-            got = self._points.answer(text, params, self._views, self._cast, _thaw)
+            got = self._params.point(text, params)
             if got is not None:
                 return got
         if COPY_STDIO.match(text):
@@ -427,35 +424,17 @@ class PostgresSession(SessionBase):
         return cur
 
     def _lookup_read(self, r, names: list[str], params, own_writes: bool) -> Result:
-        """A statement naming parameterized views: ``SELECT cols | count(*) FROM v WHERE input
-        = ? … [LIMIT n]`` is the engine's lookup and nothing else (:mod:`..pointreads`) once its
-        shape's result description is known; anything else runs in PostgreSQL over the lookups'
-        rows (:mod:`.lookups`), or over the definition inside a block that wrote."""
+        """A statement naming parameterized views (:class:`.lookups.ParamReads`); the served
+        views it also names are brought up to date first."""
         if r.kind != "read":
             raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
-        if not own_writes:
-            got = self._points.answer(r.text, params, self._views, self._cast, _thaw)
-            if got is not None:
-                return got
-        user = self._user
+        if not own_writes and (got := self._params.point(r.text, params)) is not None:
+            return got
         for n in names:
             vs = self._views[n]
             if not vs.materialized and not is_parameterized(vs.view):
-                user.refresh_temp(vs, self._views.values())
-        pviews = {n: self._views[n] for n in names if is_parameterized(self._views[n].view)}
-        if self._lookup_plans is None:
-            from ..lookups import (
-                LookupPlans,  # sqlglot: loaded for the first such query
-            )
-
-            self._lookup_plans = LookupPlans("postgres")
-        cur = pg_lookups.lookup_read(user, self._lookup_plans, r.text, params, pviews, own_writes, self._cast)
-        self._points.remember(r.text, self._views, cur.description)
-        return cur
-
-    def _cast(self, value, sql_type: str):
-        """PostgreSQL's conversion of ``value`` to ``sql_type`` (a string given for a date input)."""
-        return self._user.run(f"SELECT CAST($1 AS {sql_type})", [value]).fetchone()[0]
+                self._user.refresh_temp(vs, self._views.values())
+        return self._params.read(r.text, params, names, own_writes)
 
     def _transaction(self, r, params) -> Result:
         user = self._user
@@ -497,9 +476,3 @@ class PostgresSession(SessionBase):
         if vs.error is not None:
             raise ViewStoppedError(f"incremental view {vs.name!r} is stopped: {vs.error}") from vs.error
 
-
-def _thaw(vs: PgView):
-    """How a parameterized view's engine rows become psycopg's (array values as lists)."""
-    if not array_columns(vs.types):
-        return None
-    return lambda row: tuple(thaw(v) if isinstance(v, tuple) else v for v in row)   # projected rows too
