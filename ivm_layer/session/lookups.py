@@ -18,15 +18,15 @@ first run (:mod:`.pointreads`).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from decimal import Decimal
 
 import sqlglot
 from sqlglot import exp
 from sqlglot.errors import SqlglotError
 
-from ..errors import NotSupportedError, SQLError
-from ..io.duckdb.capture import quote
+from ..errors import NotSupportedError, ProgrammingError, SQLError
 from ..identifiers import normalize_tree
-
+from ..io.duckdb.capture import quote
 
 _LOCAL = {"duckdb": ("main", "temp"), "postgres": ("public", "pg_temp")}
 
@@ -123,15 +123,17 @@ def plan_lookups(text: str, views: dict, params, dialect: str = "duckdb") -> tup
 class LookupPlans:
     """:func:`plan_lookups` once per statement text (a session's own cache): the parse and the
     rewrite cost milliseconds, a read of the same text with other parameters reuses them.
-    Returns ``(rewritten SQL, lookups, the input values' SQL texts)``; an entry is used only
+    Returns ``(rewritten SQL, lookups, the input values' SQL texts, direct)``: ``direct`` is
+    ``None`` unless every value is a placeholder or a plain literal, then how to take each from
+    the parameters without asking the database (:func:`input_values`). An entry is used only
     while the views it was planned for are the same objects."""
 
     def __init__(self, dialect: str, size: int = 512):
         self.dialect = dialect
         self.size = size
-        self._plans: dict[tuple, tuple[tuple, tuple[str, list[Lookup], list[str]]]] = {}
+        self._plans: dict[tuple, tuple[tuple, tuple]] = {}
 
-    def plan(self, text: str, views: dict, params) -> tuple[str, list[Lookup], list[str]]:
+    def plan(self, text: str, views: dict, params) -> tuple[str, list[Lookup], list[str], list | None]:
         names = tuple(sorted(views))
         key = (text, params is None, names)
         states = tuple((views[n], views[n].view) for n in names)
@@ -139,8 +141,76 @@ class LookupPlans:
         if got is not None and all(a is b and v is w for (a, v), (b, w) in zip(got[0], states)):
             return got[1]
         sql, lookups, values = plan_lookups(text, views, params, self.dialect)
-        out = (sql, lookups, [v.sql(dialect=self.dialect) for v in values])
+        out = (sql, lookups, [v.sql(dialect=self.dialect) for v in values], _direct(values))
         if len(self._plans) >= self.size:
             self._plans.clear()
         self._plans[key] = (states, out)
         return out
+
+
+def _placeholder_number(node: exp.Expression) -> int | None:
+    """``0`` for ``?``, ``n`` for ``$n`` (DuckDB's Placeholder, PostgreSQL's Parameter), else None."""
+    if isinstance(node, exp.Placeholder):
+        name = node.this
+        if name is None or str(name) == "":
+            return 0
+        return int(str(name)) if str(name).isdigit() else None
+    if isinstance(node, exp.Parameter):
+        name = node.this.name if isinstance(node.this, exp.Expression) else str(node.this)
+        return int(name) if name.isdigit() else None
+    return None
+
+
+def _literal(node: exp.Expression):
+    """A number, string or NULL literal's value (``-n`` too); ``_NOT`` for anything else."""
+    neg = isinstance(node, exp.Neg)
+    if neg:
+        node = node.this
+    if isinstance(node, exp.Null) and not neg:
+        return None
+    if isinstance(node, exp.Literal):
+        if node.is_string:
+            return _NOT if neg else node.this
+        try:
+            value = int(node.this) if node.is_int else Decimal(node.this)
+        except (ValueError, ArithmeticError):
+            return _NOT
+        return -value if neg else value
+    return _NOT
+
+
+_NOT = object()
+
+
+def _direct(values: list[exp.Expression]) -> tuple[list[tuple], int] | None:
+    """``([("$", n) | ("lit", value)], parameters taken)`` when every value is a placeholder
+    (``?`` counted in order, or ``$n``, not both) or a number, string or NULL literal; else
+    ``None`` (the database evaluates them)."""
+    out: list[tuple] = []
+    marks = numbered = 0
+    for v in values:
+        n = _placeholder_number(v)
+        if n == 0:
+            marks += 1
+            out.append(("$", marks))
+        elif n is not None:
+            numbered = max(numbered, n)
+            out.append(("$", n))
+        else:
+            value = _literal(v)
+            if value is _NOT:
+                return None
+            out.append(("lit", value))
+    if marks and numbered:
+        return None
+    return out, marks or numbered
+
+
+def input_values(direct: tuple[list[tuple], int], params) -> tuple:
+    """The values :func:`_direct` describes, taken from the statement's ``params`` (42P02 when
+    the statement is given another number of parameters than it takes)."""
+    specs, wanted = direct
+    given = 0 if params is None else len(params)
+    if isinstance(params, dict) or given != wanted:
+        raise ProgrammingError(f"the statement takes {wanted} parameter(s), {given} were given", sqlstate="42P02")
+    return tuple(params[v - 1] if kind == "$" else v for kind, v in specs)

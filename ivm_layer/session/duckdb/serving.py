@@ -86,16 +86,21 @@ class ServedViews:
         result streams: ``after_result(unregister)`` hands their removal to the session."""
         if kind != "read":
             raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
-        if self.plans is None:
-            from ..lookups import (
-                LookupPlans,  # sqlglot: loaded for the first lookup read
-            )
+        # sqlglot: loaded for the first lookup read
+        from ..lookups import LookupPlans, input_values
 
+        if self.plans is None:
             self.plans = LookupPlans("duckdb")
         views = self.catalog.views
         pviews = {n: views[n] for n in found if is_parameterized(views[n].view)}
-        sql, lookups, values = self.plans.plan(text, pviews, params)
-        inputs = run(self.conn, "SELECT " + ", ".join(values), params).fetchone() if values else ()
+        sql, lookups, values, direct = self.plans.plan(text, pviews, params)
+        if direct is not None:                  # placeholders and literals: no round trip
+            inputs = input_values(direct, params)
+            # the connection may still hold the result of a statement whose cursor was dropped
+            # unread; DuckDB refuses register() until another statement replaces it
+            self.conn.execute("SELECT 1").fetchall()
+        else:
+            inputs = run(self.conn, "SELECT " + ", ".join(values), params).fetchone() if values else ()
         registered: list[str] = []
 
         def unregister() -> None:

@@ -80,8 +80,13 @@ def lookup_read(user: UserConnection, plans: LookupPlans, text: str, params, vie
                 own_writes: bool, cast: Callable[[Any, str], Any]) -> Result:
     """Run the read ``text`` of the parameterized views ``views`` (name → state); ``plans``:
     the session's rewrites, one per statement text."""
-    sql, lookups, values = plans.plan(text, views, params)
-    raw = user.run("SELECT " + ", ".join(values), params).fetchone() if values else ()
+    sql, lookups, values, direct = plans.plan(text, views, params)
+    if direct is not None:                  # placeholders and literals: no round trip
+        from ..lookups import input_values  # loaded with the plan (sqlglot)
+
+        raw = input_values(direct, params)
+    else:
+        raw = user.run("SELECT " + ", ".join(values), params).fetchone() if values else ()
     args: list = []
     items: dict[str, str] = {}
     for lk in lookups:
