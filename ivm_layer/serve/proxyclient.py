@@ -170,7 +170,7 @@ class ProxyClient(ProxyCopy):
         sh = p.shape
         if sh is not None and not sh.conds and sh.view in b.views:
             vs = b.views[sh.view]
-            if vs.error is None:
+            if vs.error is None and not vs.input_types:     # a parameterized view needs its inputs
                 cols = [Column.of(sh.count, "BIGINT")] if sh.count else None
                 project = None
                 if cols is None:
