@@ -144,6 +144,11 @@ class CyclicQueryError(NotSupportedError):
         self.atoms = atoms
 
 
+class HeavyLightRefused(NotSupportedError):
+    """``WITH (epsilon = …)`` on a view paper 004's heavy/light construction does not cover
+    (the message names the view's class and the reason)."""
+
+
 class UpdateError(DataError):
     """An update cannot be applied (unknown table, wrong arity, delete of a missing row)."""
 
@@ -409,6 +414,7 @@ __all__ = [
     "ConnectionLostError",
     "ConnectionTargetError",
     "CyclicQueryError",
+    "HeavyLightRefused",
     "DataError",
     "DatabaseError",
     "EngineValueError",

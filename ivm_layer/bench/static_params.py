@@ -25,6 +25,11 @@
    for ε = 0 … 1 beside the answer map at n and 8n (``bench/heavy_light.py``; ``--no-heavy-light``
    skips it).
 
+6. *Point reads through SQL* (issue 28 item 6, :mod:`ivm_layer.bench.point_sql`): ``SELECT * FROM
+   v WHERE a = ?`` of a parameterized view in DuckDB and PostgreSQL sessions against the
+   backend's own indexed point query on the same data, at 16n rows (``--no-postgres``: DuckDB
+   only; skipped by ``--only ranges``).
+
 Medians over repeated single operations; machine-dependent, never asserted.
 """
 
@@ -288,6 +293,7 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--n", type=int, default=2000)
     ap.add_argument("--out", default="bench-results/static_params.json")
+    ap.add_argument("--no-postgres", action="store_true", help="point reads: DuckDB sessions only")
     ap.add_argument("--only", choices=("all", "ranges"), default="all",
                     help="ranges: only the range-parameter section (4.)")
     ap.add_argument("--range-sizes", default="2000,16000,128000")
@@ -311,6 +317,9 @@ def main(argv: list[str] | None = None) -> int:
 
             doc["heavy_light"] = {"load_start": os.getloadavg(), "results": heavy_light(args.n),
                                   "load_end": os.getloadavg()}
+        from . import point_sql
+
+        doc["point_sql"] = point_sql.run(16 * args.n, postgres=not args.no_postgres)
     doc["ranges"] = ranges_section([int(x) for x in args.range_sizes.split(",")], args.baseline)
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(doc, indent=2))

@@ -90,6 +90,22 @@ class ParamAggregateView:
     def __len__(self) -> int:
         return len(self._inner)
 
+    def commit(self, prepared: Any, want_change: bool = False, notify: bool = True):
+        """The inner view's commit; with ``notify=False`` (a session's transaction: subscribers
+        are told after the database's commit) the answer map takes the change at once all the
+        same, so lookups inside the transaction see its own writes (and an undo, committed the
+        same way, takes them back)."""
+        change = self._inner.commit(prepared, want_change=True, notify=notify)
+        if not notify and change:
+            self._on_change(change)
+        return change
+
+    @property
+    def subscribers(self) -> tuple[Callable, ...]:
+        """The callbacks to tell after a deferred commit (the answer map's own is not one: it
+        took the change at :meth:`commit`)."""
+        return tuple(cb for cb in self._inner.subscribers if cb != self._on_change)
+
     def subscribe(self, callback: Callable) -> Callable[[], None]:
         n = self._n
         return self._inner.subscribe(lambda change: callback([(r[-n:] + r[:-n], k) for r, k in change]))

@@ -26,13 +26,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import IVMError
+from ..errors import HeavyLightRefused
 from ..query import GCQ, Atom
 from .params import cqap0_reason, fracture, plan_params
-
-
-class HeavyLightRefused(IVMError):
-    """``WITH (epsilon = …)`` on a view the heavy/light construction does not cover."""
 
 
 @dataclass

@@ -154,8 +154,9 @@ class ViewReads:
         pviews = {n: b.views[n] for n in b.session.catalog.names.counts(p.text)
                   if b.views[n].error is None and is_parameterized(b.views[n].view)}
         sql, lookups, values = plan_lookups(p.text, pviews, params)
+        # fetchall: a result fetched with fetchone() stays open, and DuckDB then refuses register()
         inputs = self.conn.execute("SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
-                                   params).fetchone() if values else ()
+                                   params).fetchall()[0] if values else ()
         r = route(sql)
         names = []
         with self._reading(sql, r, gate=True):

@@ -101,7 +101,7 @@ class ProxyBackend:
         catalog's view of them); views that are gone are dropped."""
         from ..io.postgres.replication import quote_ident
 
-        want = {n: vs.stmt.select_sql for n, vs in self.views.items() if not vs.materialized}
+        want = {n: catalog_sql(vs) for n, vs in self.views.items() if not vs.materialized}
         if want == self._shown:
             return
         sch = quote_ident(self.schema)
@@ -122,7 +122,8 @@ class ProxyBackend:
             log.warning("cannot show the served views in schema %s: %s", self.schema, e)
 
     def input_types(self, vs) -> dict[str, str]:
-        return {}            # PostgreSQL sessions have no parameterized views
+        """``{input: PostgreSQL type}`` of a parameterized view (typed when it was compiled)."""
+        return dict(vs.input_types)
 
     def progress(self, view: str | None = None) -> int:
         """The LSN the views have applied (of ``view``, or the least over all views)."""
@@ -234,3 +235,19 @@ class ProxyBackend:
         finally:
             if self.gate.held_exclusive():
                 self.gate.release_exclusive()
+
+
+def catalog_sql(vs) -> str:
+    """The plain view that shows served view ``vs`` in the catalog: its definition, or for a
+    parameterized view every input/output pair, the inputs as columns named after them (so
+    PostgreSQL parses and describes ``SELECT … FROM v WHERE acc = $1``)."""
+    if not vs.input_types:
+        return vs.stmt.select_sql
+    from ..io.postgres.replication import quote_ident
+
+    names = {h: h[len("__param_"):] for h in vs.hidden if h.startswith("__param_")}
+    names.update({hidden: name for name, _, hidden in vs.ranges})
+    cols = [quote_ident(c) for c in vs.columns]
+    inputs = [f"{quote_ident(h)} AS {quote_ident(names[h])}" for h in vs.hidden if h in names]
+    alias = ", ".join(quote_ident(c) for c in list(vs.columns) + list(vs.hidden))
+    return f"SELECT {', '.join(cols + inputs)} FROM ({vs.described}) AS q({alias})"

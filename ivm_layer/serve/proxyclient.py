@@ -16,6 +16,7 @@ import select
 from psycopg import pq
 
 from .. import __version__
+from ..io.postgres.replication import quote_ident
 from ..session import pointreads as fastpath
 from ..session.router import route
 from . import commands as cmd
@@ -117,7 +118,14 @@ class ProxyClient(ProxyCopy):
                 return [], [Column.of("QUERY PLAN", "VARCHAR")]
             if isinstance(c, cmd.ShowCmd) and c.name in _OWN_SETTINGS:
                 return [], [Column.of(c.name, _OWN_SETTINGS[c.name])]
-        self.pg.send_prepare(b"", p.text.encode(), [int(o) for o in p.declared] or None)
+        text = p.text
+        sh = p.shape
+        vs = self.backend.views.get(sh.view) if sh is not None and sh.select is None and sh.count is None else None
+        if vs is not None and vs.input_types:
+            # SELECT * of a parameterized view: its outputs, not the input columns of its catalog view
+            text = re.sub(r"^\s*SELECT\s+\*", lambda m: "SELECT " + ", ".join(quote_ident(c) for c in vs.columns),
+                          text, count=1, flags=re.IGNORECASE)
+        self.pg.send_prepare(b"", text.encode(), [int(o) for o in p.declared] or None)
         self._result()
         self._drain()
         self.pg.send_describe_prepared(b"")
@@ -162,7 +170,7 @@ class ProxyClient(ProxyCopy):
         sh = p.shape
         if sh is not None and not sh.conds and sh.view in b.views:
             vs = b.views[sh.view]
-            if vs.error is None:
+            if vs.error is None and not vs.input_types:     # a parameterized view needs its inputs
                 cols = [Column.of(sh.count, "BIGINT")] if sh.count else None
                 project = None
                 if cols is None:
@@ -178,7 +186,10 @@ class ProxyClient(ProxyCopy):
                     b.gate.acquire_shared(b.lock_timeout)
                     rows = fastpath.rows(vs.view, sh, values, None, project)
                     return Result("SELECT", cols, rows, release=b.gate.release_shared, holds_gate=True)
-        text, args = _to_pyformat(p.text, values) if values else (p.text, None)
+        if any(b.views[n].input_types for n in mentions if n in b.views):
+            text, args = p.text, (values or None)   # $n as they are: the session's point reads know them
+        else:
+            text, args = _to_pyformat(p.text, values) if values else (p.text, None)
         with b.commit_section() as s:
             cur = s.execute(text, args)
         cols = [Column(d[0], d[1] if isinstance(d[1], int) else pgtypes.TEXT) for d in cur.description] \

@@ -118,6 +118,9 @@ def _duck_code(e: Exception, msg: str) -> str:
 
 
 def _ivm_code(e: IVMError) -> str:
+    explicit = e.__dict__.get("sqlstate")   # given where the error was raised (42P02, 22P02, …)
+    if explicit:
+        return explicit
     msg = str(e).lower()
     if isinstance(e, (UnsupportedSQLError, CyclicQueryError)):
         return "0A000"

@@ -5,7 +5,8 @@ CQAP1 queries of §3, the 4-cycle (Ex. 2), the triangle and the non-hierarchical
 import pytest
 
 from ivm_layer.gcqtext import parse_gcq
-from ivm_layer.planner.heavylight import HeavyLightRefused, parameter_class, plan_heavy_light
+from ivm_layer.errors import HeavyLightRefused
+from ivm_layer.planner.heavylight import parameter_class, plan_heavy_light
 
 CASES = [
     # (atoms, inputs, outputs, class)

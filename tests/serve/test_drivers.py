@@ -21,13 +21,13 @@ import workload
 
 @pytest.fixture(scope="module")
 def db(any_served):
-    workload.setup(any_served.url(), parameterized=any_served.mode == "duckdb")
+    workload.setup(any_served.url(), parameterized=True)
     return any_served
 
 
 def accs(db) -> tuple:
-    """The parameterized view's inputs to read (PostgreSQL sessions have no parameterized views)."""
-    return (0, 7, 19, 21) if db.mode == "duckdb" else ()
+    """The parameterized view's inputs to read (both modes: issue 28 item 6)."""
+    return (0, 7, 19, 21)
 
 
 def test_psycopg_server_side_binding_and_pipeline(db):
@@ -79,11 +79,10 @@ def test_asyncpg_extended_protocol_binary(db):
         try:
             for name in workload.ORACLE:
                 assert workload.norm([tuple(r) for r in await c.fetch(f"SELECT * FROM {name}")]) == want[name]
-            if db.mode == "duckdb":
-                stmt = await c.prepare("SELECT * FROM by_acc WHERE acc = $1")
-                assert [p.name for p in stmt.get_parameters()] == ["int4"]
-                for acc in accs(db):
-                    assert workload.norm([tuple(r) for r in await stmt.fetch(acc)]) == want[f"by_acc/{acc}"]
+            stmt = await c.prepare("SELECT * FROM by_acc WHERE acc = $1")    # both modes
+            assert [p.name for p in stmt.get_parameters()] == ["int4"]
+            for acc in accs(db):
+                assert workload.norm([tuple(r) for r in await stmt.fetch(acc)]) == want[f"by_acc/{acc}"]
             stmt = await c.prepare("SELECT * FROM acc_totals WHERE acc = $1")
             assert [p.name for p in stmt.get_parameters()] == ["int4"]
             assert len(await stmt.fetch(7)) == 1
@@ -118,9 +117,8 @@ def test_sqlalchemy_reflection_and_pandas(db):
         for name in workload.ORACLE:
             df = pd.read_sql(f"SELECT * FROM {name}", engine)
             assert workload.norm(df.astype(object).where(df.notna(), None).itertuples(index=False)) == want[name]
-        if db.mode == "duckdb":
-            df = pd.read_sql(sa.text("SELECT * FROM by_acc WHERE acc = :acc"), engine, params={"acc": 7})
-            assert len(df) == len(want["by_acc/7"])
+        df = pd.read_sql(sa.text("SELECT * FROM by_acc WHERE acc = :acc"), engine, params={"acc": 7})
+        assert len(df) == len(want["by_acc/7"])
         with engine.begin() as conn:
             conn.execute(sa.insert(trans).values(id=123, acc=3, amt=Decimal("99.00"), note="sa"))
         with engine.connect() as conn:

@@ -23,8 +23,8 @@ def shop(any_served):
          "-c", "INSERT INTO orders SELECT i, i % 3 + 1, (i % 17) * 1.5, 'n' || i FROM generate_series(0, 299) t(i)",
          "-c", "CREATE INCREMENTAL VIEW region_totals AS SELECT c.region, count(*) AS n, sum(o.amount) AS total "
                "FROM orders o JOIN customers c ON o.cust = c.id GROUP BY c.region")
-    if s.mode == "duckdb":     # parameterized views: DuckDB sessions only
-        psql(s, "-c", "CREATE INCREMENTAL VIEW by_cust AS SELECT o.id, o.amount FROM orders o WHERE o.cust = $cust")
+    # parameterized views: both modes (issue 28 item 6)
+    psql(s, "-c", "CREATE INCREMENTAL VIEW by_cust AS SELECT o.id, o.amount FROM orders o WHERE o.cust = $cust")
     return s
 
 
@@ -59,7 +59,7 @@ def test_c_and_f(shop, tmp_path):
 
 def test_describe_commands(shop):
     dv = psql(shop, "-c", r"\dv").stdout
-    assert "region_totals" in dv and "view" in dv and ("by_cust" in dv or shop.mode == "postgres")
+    assert "region_totals" in dv and "view" in dv and "by_cust" in dv
     dt = psql(shop, "-c", r"\dt").stdout
     assert "orders" in dt and "customers" in dt and "region_totals" not in dt
     d = psql(shop, "-c", r"\d").stdout
@@ -169,3 +169,16 @@ def test_concurrent_psql_clients_and_the_views_stay_exact(shop):
         t.join()
     assert not errors
     _same_as_oracle(shop)
+
+
+def test_parameterized_view_read_with_psql(shop):
+    """A parameterized view through psql (simple query protocol), in both server modes: the point
+    read, a query around it, and the error for a missing input with its SQLSTATE."""
+    for sql, oracle in (("SELECT * FROM by_cust WHERE cust = 2", "SELECT id, amount FROM orders WHERE cust = 2"),
+                        ("SELECT count(*), sum(amount) FROM by_cust WHERE cust = 3 AND amount > 5",
+                         "SELECT count(*), sum(amount) FROM orders WHERE cust = 3 AND amount > 5")):
+        got = psql(shop, "-A", "-t", "-c", sql).stdout.split()
+        want = psql(shop, "-A", "-t", "-c", oracle).stdout.split()
+        assert sorted(got) == sorted(want) and got, sql
+    err = psql(shop, "-v", "VERBOSITY=verbose", "-c", "SELECT * FROM by_cust", check=False).stderr
+    assert "42P02" in err and "cust" in err

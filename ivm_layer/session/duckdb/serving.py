@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from ...errors import InternalError, ProgrammingError
+from ..inputvalues import lookup_inputs
 from ..results import DuckResult, Result, RowsResult
 from . import reads
 from .tables import run
@@ -32,6 +33,7 @@ class ServedViews:
         self.catalog = catalog
         self.live: dict[str, reads.LiveRows] = {}       # served view -> its registered rows
         self._count_shapes: dict[str, Any] = {}        # count(*) statement -> DuckDB's description
+        self.plans = None                               # queries of parameterized views, rewritten
 
     def sync(self, fresh: tuple[str, ...] = ()) -> None:
         """Register rows for every healthy served view, unregister the others (``fresh``: names
@@ -75,20 +77,30 @@ class ServedViews:
         return RowsResult(desc, [(len(vs.view),)])
 
     def lookup_read(self, text: str, kind: str, params, found: list[str],
-                    after_result: Callable[[Callable[[], None]], None]) -> Result:
+                    after_result: Callable[[Callable[[], None]], None],
+                    cast: Callable[[Any, str], Any]) -> Result:
         """Run a read of parameterized views: each occurrence is replaced by the rows of a
-        lookup (``view.lookup(**inputs)``, registered under a name of its own). The lookups
-        stay registered while the result streams: ``after_result(unregister)`` hands their
-        removal to the session."""
+        lookup (``view.lookup(**inputs)``, registered under a name of its own), its inputs
+        converted as DuckDB compares them (:func:`~ivm_layer.session.inputvalues.lookup_inputs`;
+        ``cast`` reads a string as the input's type). The lookups stay registered while the
+        result streams: ``after_result(unregister)`` hands their removal to the session."""
         if kind != "read":
             raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
-        from ..lookups import plan_lookups  # sqlglot: loaded for the first lookup read
+        # sqlglot: loaded for the first lookup read
+        from ..lookups import LookupPlans, input_values
 
+        if self.plans is None:
+            self.plans = LookupPlans("duckdb")
         views = self.catalog.views
         pviews = {n: views[n] for n in found if is_parameterized(views[n].view)}
-        sql, lookups, values = plan_lookups(text, pviews, params)
-        inputs = run(self.conn, "SELECT " + ", ".join(v.sql(dialect="duckdb") for v in values),
-                     params).fetchone() if values else ()
+        sql, lookups, values, direct = self.plans.plan(text, pviews, params)
+        if direct is not None:                  # placeholders and literals: no round trip
+            inputs = input_values(direct, params)
+            # the connection may still hold the result of a statement whose cursor was dropped
+            # unread; DuckDB refuses register() until another statement replaces it
+            self.conn.execute("SELECT 1").fetchall()
+        else:
+            inputs = run(self.conn, "SELECT " + ", ".join(values), params).fetchone() if values else ()
         registered: list[str] = []
 
         def unregister() -> None:
@@ -99,7 +111,8 @@ class ServedViews:
         try:
             for lk in lookups:
                 vs = pviews[lk.view]
-                rows = vs.view.lookup(**{p: inputs[i] for p, i in lk.inputs.items()})
+                given = lookup_inputs(vs, {p: inputs[i] for p, i in lk.inputs.items()}, cast)
+                rows = vs.view.lookup(**given)
                 self.conn.register(lk.name, reads.reader(rows, vs.schema))
                 registered.append(lk.name)
             self.check(list(self.catalog.names.counts(sql)))

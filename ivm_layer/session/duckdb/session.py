@@ -127,7 +127,7 @@ class Session(SessionBase):
         # the database's own name: memory.t, memory.main.t name table t (router.route)
         self._catalogs = frozenset({ascii_lower(conn.execute("SELECT current_database()").fetchone()[0])})
         self._served = ServedViews(conn, self._catalog)
-        self._point_shapes: dict[str, list] = {}  # statement -> [pointreads.Shape | None, description]
+        self._points = pointreads.PointReads("duckdb")   # SELECT … FROM v WHERE input = ?: the engine's
         self._stream = StreamGuard()              # the result DuckDB is streaming, while held
         try:
             # replacement scans find the caller's DataFrames even though the session's own
@@ -299,6 +299,10 @@ class Session(SessionBase):
         return res
 
     def _dispatch(self, text: str, params) -> Result:
+        if self._points.known(text):        # a point read answered before: no routing, no name scan
+            got = self._points.answer(text, params, self._views, self._cast)
+            if got is not None:
+                return got
         if not self._views and not self._catalog.captures and first_word(text) not in SESSION_HEADS:
             return run(self._conn, text, params, lazy=True)   # no view to serve or protect
         r = route(text, self._catalogs)
@@ -323,8 +327,7 @@ class Session(SessionBase):
         mentions = self._catalog.names.counts(text) if self._views else {}
         found = list(mentions)
         if any(is_parameterized(self._views[n].view) for n in found if self._views[n].error is None):
-            return self._point_read(r, params) or self._remember_point(
-                r, self._served.lookup_read(r.text, r.kind, params, found, self._stream.after))
+            return self._lookup_read(r, params, found)
         if kind == "read" and params is None:
             target = reads.count_target(text)
             vs = self._views.get(target) if target is not None else None
@@ -356,46 +359,26 @@ class Session(SessionBase):
             return cur
         return run(self._conn, text, params, lazy=True)
 
-    def _point_read(self, r: Route, params) -> Result | None:
-        """``SELECT cols | count(*) FROM v WHERE input = ? … [LIMIT n]`` on a parameterized
-        view: the engine's lookup and nothing else (:mod:`.pointreads`), once the statement's
-        result description is known (its first run goes through DuckDB). ``None``: another
-        shape."""
-        text = r.text
-        got = self._point_shapes.get(text)
-        if got is None:
-            if len(self._point_shapes) > 256:
-                self._point_shapes.clear()
-            sh = pointreads.shape(text) if r.kind == "read" else None
-            self._point_shapes[text] = got = [sh, None]
-            return None           # the first run: DuckDB describes the result (kept below)
-        sh, desc = got
-        vs = self._views.get(sh.view) if sh is not None else None
-        if desc is None or vs is None or vs.error is not None or not is_parameterized(vs.view) \
-                or isinstance(params, dict):
-            return None
-        wanted = list(vs.view.params)
-        if len(sh.conds) != len(wanted) or sorted(c for c, _ in sh.conds) != sorted(wanted):
-            return None
-        try:
-            inputs = {c: pointreads.bind(v, params) for c, v in sh.conds}
-        except IndexError:
-            return None
-        project = None
-        if sh.select is not None and sh.count is None:
-            lower = [ascii_lower(c) for c in vs.columns]
-            if any(x not in lower for x in sh.select):
-                return None
-            project = [lower.index(x) for x in sh.select]
-        return RowsResult(desc, list(pointreads.rows(vs.view, sh, params, inputs, project)))
-
-    def _remember_point(self, r: Route, res: Result) -> Result:
-        """After a lookup read through DuckDB: keep its result description, so that the next run
-        of the same text is a point read (:meth:`_point_read`)."""
-        got = self._point_shapes.get(r.text)
-        if got is not None and got[0] is not None:
-            got[1] = res.description
+    def _lookup_read(self, r: Route, params, found: list[str]) -> Result:
+        """A statement naming parameterized views: ``SELECT cols | count(*) FROM v WHERE input
+        = ? … [LIMIT n]`` is the engine's lookup and nothing else (:mod:`.pointreads`) once its
+        shape's result description is known (the shape's first run goes through DuckDB);
+        anything else runs in DuckDB over the lookups' rows (:meth:`ServedViews.lookup_read`)."""
+        if r.kind == "read":
+            got = self._points.answer(r.text, params, self._views, self._cast)
+            if got is not None:
+                return got
+        res = self._served.lookup_read(r.text, r.kind, params, found, self._stream.after, self._cast)
+        if r.kind == "read":
+            self._points.remember(r.text, self._views, res.description)
         return res
+
+    def _cast(self, value, sql_type: str):
+        """DuckDB's conversion of ``value`` to ``sql_type`` (a string given for a DATE input)."""
+        try:
+            return run(self._conn, f"SELECT CAST(? AS {sql_type})", [value]).fetchall()[0][0]
+        except duckdb_error() as e:
+            raise from_driver(e) from e
 
     def _autocommit(self, body):
         """Run ``body(undo)`` in a transaction of its own with the engine side undone when it

@@ -53,6 +53,7 @@ class ViewState(ViewStateBase):
     depends: list = field(default_factory=list)   # incremental views it reads
     engine_schema: dict = field(default_factory=dict)   # {table: {column: type}} it was compiled with
     bounds: list = field(default_factory=list)   # computed columns of bounded types (ranges.py)
+    input_types: dict = field(default_factory=dict)   # parameterized: {input: DuckDB type}
 
     @property
     def static(self) -> set[str]:
@@ -188,15 +189,20 @@ class DuckViews:
     def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool,
                 sql: str, depends: list[str]) -> ViewState:
         """Track the base tables, bulk-load the view, describe (and fill) its table."""
-        desc = self.conn.execute(f"DESCRIBE {_describable(sql, view)}").fetchall()
-        desc = [r for r in desc if not _hidden(r[0], view)]
+        # sqlglot: loaded with the first view
+        from ...sql.paramtypes import describable, input_types, is_hidden
+
+        described, range_inputs = describable(sql, "duckdb") if is_parameterized(view) else (sql, [])
+        desc = self.conn.execute(f"DESCRIBE {described}").fetchall()
+        inputs = input_types([(r[0], r[1]) for r in desc], range_inputs) if is_parameterized(view) else {}
+        desc = [r for r in desc if not (is_parameterized(view) and is_hidden(r[0]))]
         types = [r[1] for r in desc]
         columns = dedupe_names([r[0] for r in desc])
         columns = named_columns(st.name, st.columns, columns)
         if len(types) != len(view.columns):
             raise InternalError(f"internal: DuckDB sees {len(types)} columns, the engine {len(view.columns)}")
         vs = ViewState(st, view, list(view.tables), columns, types, sql=sql, depends=list(depends),
-                       engine_schema={t: dict(schema[t]) for t in view.tables})
+                       engine_schema={t: dict(schema[t]) for t in view.tables}, input_types=inputs)
         vs.source_types = {t: list(schema[t].values()) for t in vs.tables}
         for t in vs.tables:
             if t not in self.captures:
@@ -344,23 +350,6 @@ class DuckViews:
 def is_parameterized(view) -> bool:
     """Whether ``view`` has inputs (paper 004): read only through ``lookup``."""
     return bool(getattr(view, "params", None))
-
-
-def _describable(select_sql: str, view) -> str:
-    """The view's query with its input placeholders taken out, for DuckDB to type."""
-    if not is_parameterized(view):
-        return select_sql
-    from ...sql.params import extract_params
-
-    return extract_params(select_sql, "duckdb")[0]
-
-
-def _hidden(column: str, view) -> bool:
-    if not is_parameterized(view):
-        return False
-    from ...sql.params import HIDDEN, RANGE
-
-    return column.startswith((HIDDEN, RANGE))
 
 
 def _dependency_order(rows: list[tuple]) -> list[tuple]:

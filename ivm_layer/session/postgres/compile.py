@@ -12,6 +12,7 @@ from ...io.postgres import replication as pgc
 from ...maintain.checkpoint import CheckpointStore
 from ...maintain.viewset import ViewSet
 from ...sql.constants import constant_inputs
+from ...sql.paramtypes import describable, input_types, is_hidden
 from ...identifiers import normalize_tree
 from ...sql.statements import CreateIncrementalView, named_columns
 from ..core import dedupe_names
@@ -49,30 +50,42 @@ def compile_pg_view(ctx: PgContext, st: CreateIncrementalView, slot: str | None 
     # one constant column, so that no ALTER TABLE of it can stop the view
     schema = {t: {c: typ for c, _, typ in cols} or {UNIT_COLUMN: "integer"} for t, cols in used.items()}
     view = compile_engine_view(st, schema, ctx.dialect)
-    if getattr(view, "params", None):
-        raise SQLError(f"incremental view {st.name!r} has inputs ({', '.join(view.params)}): parameterized "
-                       "views are read through DuckDB sessions and compile_view(...).lookup() for now")
+    parameterized = bool(getattr(view, "params", None))
+    if parameterized and st.materialized:
+        raise SQLError(f"a parameterized view has no contents of its own to materialize: "
+                       f"CREATE INCREMENTAL VIEW {st.name} (without MATERIALIZED)")
+    # a parameterized view's query is typed without its placeholders, its inputs as hidden columns
+    described, ranges = describable(st.select_sql, ctx.dialect) if parameterized else (st.select_sql, [])
     try:
-        cur = ctl.execute(f"SELECT * FROM ({st.select_sql}) AS q LIMIT 0")
+        cur = ctl.execute(f"SELECT * FROM ({described}) AS q LIMIT 0")
     except pgconn.driver_error() as e:
         if pgconn.is_permission_error(e):
             raise PrivilegeError(f"incremental view {st.name!r}: permission denied reading its tables "
                                  f"({str(e).strip()}); GRANT SELECT on them to this role",
                                  sqlstate=getattr(e, "sqlstate", None) or PrivilegeError.sqlstate) from e
         raise from_driver(e, f"incremental view {st.name!r}: {str(e).strip()}") from e
-    columns = dedupe_names([d.name for d in cur.description])
     types = [ctl.execute("SELECT format_type(%s, NULL)", [d.type_code]).fetchone()[0]
              for d in cur.description]
+    names = [d.name for d in cur.description]
+    hidden = [(n, t) for n, t in zip(names, types) if parameterized and is_hidden(n)]
+    types = [t for n, t in zip(names, types) if not (parameterized and is_hidden(n))]
+    columns = dedupe_names([n for n in names if not (parameterized and is_hidden(n))])
     columns = named_columns(st.name, st.columns, columns)
     if len(types) != len(view.columns):
         raise InternalError(f"internal: PostgreSQL sees {len(types)} columns, the engine {len(view.columns)}")
     slot = slot or slot_name(ctx.db, ctx.session, st.name)
     vs = PgView(st, view, list(used), used, columns, types, slot)
     vs.schema = schema
+    if parameterized:
+        vs.input_types = input_types(hidden, ranges)
+        vs.described = described
+        vs.hidden = [n for n, _ in hidden]
+        vs.ranges = ranges
     vs.store = CheckpointStore(ctx.state_dir, slot)
     vs.viewset = ViewSet({vs.name: vs}, checkpoint=vs.store)
-    if not st.materialized:
+    if not st.materialized and not parameterized:    # a parameterized view is read by lookups only
         vs.served = ServedTable(st.name, columns, types)
     vs.oids = {t: ctl.execute("SELECT to_regclass(quote_ident(%s))::oid::int", [t]).fetchone()[0]
                for t in used}
     return vs
+

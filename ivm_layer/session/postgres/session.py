@@ -56,13 +56,16 @@ from ...errors import (
 from ...io.postgres import conninfo as pgconn
 from ...io.postgres import replication as pgc
 from ...io.postgres.conninfo import ConnectionLostError, ControlConnection
+from ...io.postgres.feed import ReplicationError  # noqa: F401
 from ...io.postgres.pgoutput import ValueDecoder
 from ...maintain.checkpoint import private_dir
 from ...sql.statements import classify
 from ..core import SessionBase, unalterable
 from ..duckdb import reads
+from ..duckdb.views import is_parameterized
 from ..results import Result, RowsResult
 from ..router import SESSION_HEADS, first_word, may_write, route
+from . import lookups as pg_lookups
 from .apply import StreamApplier
 from .drop import drop_statement
 from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL sessions
@@ -77,7 +80,6 @@ from .state import (  # noqa: F401 - re-exported: the public names of PostgreSQL
     default_state_dir,
     slot_name,
 )
-from ...io.postgres.feed import ReplicationError  # noqa: F401
 from .user import COPY_STDIO, UserConnection, engine_answer
 from .views import CatalogError, ViewCatalog  # noqa: F401
 from .watch import ViewWatch, describe, view_lag
@@ -130,6 +132,7 @@ class PostgresSession(SessionBase):
             self.catalog = ViewCatalog(self.ctx, self.applier)
             self._names = reads.ViewNames(dialect="postgres")
             self._shapes: dict[str, object] = {}
+            self._params = pg_lookups.ParamReads(self._user, self._views)   # parameterized views
             with pgconn.driver_errors(target):
                 self.catalog.ensure()
                 self.watch.report_closed_slots()
@@ -314,6 +317,12 @@ class PostgresSession(SessionBase):
             return self._dispatch(text, params)
 
     def _dispatch(self, text: str, params) -> Result:
+        name = self._params.points.known(text)   # a point read answered before: no routing, no name scan
+        if name in self._views and not (self._user.txn_wrote and self._user.in_txn()):
+            self._catch_up([name])
+            got = self._params.point(text, params)
+            if got is not None:
+                return got
         if COPY_STDIO.match(text):
             names = self._names.find(text) if self._views else []
             if names:
@@ -387,6 +396,10 @@ class PostgresSession(SessionBase):
         """Bring the TEMP tables of the served views ``names`` up to date (caught up first)."""
         self._catch_up(names)
         for n in names:
+            if self._views[n].input_types or is_parameterized(self._views[n].view):
+                raise NotSupportedError(f"COPY of parameterized view {n!r} is not supported: read it with "
+                                        f"SELECT … FROM {n} WHERE <inputs> = …", sqlstate="0A000")
+        for n in names:
             if not self._views[n].materialized:
                 self._user.refresh_temp(self._views[n], self._views.values())
 
@@ -394,6 +407,8 @@ class PostgresSession(SessionBase):
         user = self._user
         in_txn = user.in_txn()
         self._catch_up(names)
+        if any(is_parameterized(self._views[n].view) for n in names):
+            return self._lookup_read(r, names, params, in_txn and user.txn_wrote)
         if not (in_txn and user.txn_wrote) and r.kind == "read" and params is None and len(names) == 1:
             cur = engine_answer(user, self._shapes, r.text, self._views[names[0]])
             if cur is not None:
@@ -407,6 +422,19 @@ class PostgresSession(SessionBase):
         if r.kind != "read":
             user.wrote()
         return cur
+
+    def _lookup_read(self, r, names: list[str], params, own_writes: bool) -> Result:
+        """A statement naming parameterized views (:class:`.lookups.ParamReads`); the served
+        views it also names are brought up to date first."""
+        if r.kind != "read":
+            raise ProgrammingError("parameterized views are read with SELECT … FROM v WHERE input = …")
+        if not own_writes and (got := self._params.point(r.text, params)) is not None:
+            return got
+        for n in names:
+            vs = self._views[n]
+            if not vs.materialized and not is_parameterized(vs.view):
+                self._user.refresh_temp(vs, self._views.values())
+        return self._params.read(r.text, params, names, own_writes)
 
     def _transaction(self, r, params) -> Result:
         user = self._user
@@ -447,3 +475,4 @@ class PostgresSession(SessionBase):
     def _check_stopped(vs: PgView) -> None:
         if vs.error is not None:
             raise ViewStoppedError(f"incremental view {vs.name!r} is stopped: {vs.error}") from vs.error
+

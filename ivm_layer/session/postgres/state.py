@@ -112,6 +112,10 @@ class PgView(ViewStateBase):
     subscribers: list = field(default_factory=list)
     rebuilds: int = 0                       # rebuilds after changes of the view's static tables
     schema: dict = field(default_factory=dict)    # the engine schema it was compiled with
+    input_types: dict = field(default_factory=dict)   # parameterized: {input: PostgreSQL type}
+    described: str = ""                     # parameterized: the query typed without placeholders
+    hidden: list = field(default_factory=list)    # ... its hidden input columns, in order
+    ranges: list = field(default_factory=list)    # ... its range inputs (name, op, hidden column)
     #: the view's own road (its stream is its own: one view per set, its checkpoint the log)
     viewset: ViewSet | None = None
 
