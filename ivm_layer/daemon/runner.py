@@ -35,10 +35,10 @@ from .state import (
     EngineState,
     ViewDef,
     batch_changes,
-    last_batch_in,
     open_checkpoint,
     parse_views,
 )
+from .statefs import StateFS, join, redact
 from .status import StatusFile
 
 log = logging.getLogger("ivm.daemon")
@@ -70,7 +70,9 @@ class DriverEngine:
         self.cfg = cfg
         types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
         self.state = EngineState(defs, types)
-        self.store = open_checkpoint(os.path.join(cfg.checkpoint, "engine"), defs)
+        self.store = open_checkpoint(join(cfg.checkpoint, "engine"), defs)
+        #: the daemon's batch id = base + Spark's (:mod:`.epoch`; set before the query starts)
+        self.base = 0
         self.sinks = sinks
         self.writer = SinkWriter(sinks)
         layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types, d.columns) for d in defs}
@@ -87,12 +89,14 @@ class DriverEngine:
                         "held it)", batch_id)
         self.recovery_seconds = time.monotonic() - t0
         self.status = status
+        self.state_fs = StateFS(cfg.checkpoint)
         self.failed: BaseException | None = None
 
     def __call__(self, df, batch_id: int) -> None:
         if self.failed is not None:
             raise IVMError(f"the engine failed earlier ({self.failed}); restart the daemon")
         t0 = time.monotonic()
+        batch_id += self.base
         if batch_id <= self.last:
             log.info("batch %d: already applied (replay), skipped", batch_id)
             return
@@ -109,6 +113,7 @@ class DriverEngine:
         try:
             out = self.state.apply(changes)
             t = _lap(split, "engine", t)
+            self.store.next_source_lsn = max((r[0] for r in rows), default=None)
             self.state.log(batch_id, changes)
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
@@ -144,7 +149,7 @@ class DriverEngine:
         if fields["lsn"] is not None:
             from .commitmark import write_marker
 
-            write_marker(self.cfg.checkpoint, fields["batch_id"], fields["lsn"])
+            write_marker(self.state_fs, fields["batch_id"], fields["lsn"])
 
     def _fail(self, e: BaseException) -> None:
         """The engine or a sink failed: no further batch is applied (the daemon's loop stops
@@ -352,13 +357,10 @@ def run(cfg: DaemonConfig) -> int:
     t_start = time.monotonic()
     with open(cfg.views) as f:
         defs = parse_views(f.read())
-    os.makedirs(cfg.checkpoint, exist_ok=True)
-    spark_ckpt = os.path.join(cfg.checkpoint, "spark")
-    engine_dir = os.path.join(cfg.checkpoint, "engine")
-    if cfg.shards == 1 and os.path.isdir(engine_dir) and last_batch_in(engine_dir) >= 0 \
-            and not os.path.isdir(os.path.join(spark_ckpt, "offsets")):
-        raise IVMError(f"the checkpoint {cfg.checkpoint} holds engine state but no Spark offsets; "
-                       "it is damaged: use a new --checkpoint")
+    state_fs = StateFS(cfg.checkpoint)
+    state_fs.ensure_root()
+    spark_ckpt = cfg.spark_checkpoint
+    engine_dir = join(cfg.checkpoint, "engine")
     # every connection of the daemon (driver, source reader, executors) is named for it, so
     # pg_stat_activity shows what it runs and that a stopped daemon left nothing behind
     os.environ["PGAPPNAME"] = f"ivm daemon {cfg.name}"[:63]
@@ -382,6 +384,27 @@ def run(cfg: DaemonConfig) -> int:
         phases.mark("engine_recovery_and_sinks")
         if engine.last >= 0:
             log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
+    from .commitmark import read_marker
+    from .epoch import resolve
+
+    marker = read_marker(marker_path(cfg.checkpoint))
+    if engine is not None:
+        last, last_lsn = engine.last, engine.store.source_lsn
+        if last_lsn is None and marker and marker.get("batch_id") == last:
+            last_lsn = marker.get("lsn")
+    else:
+        last, last_lsn = (marker["batch_id"], marker.get("lsn")) if marker else (-1, None)
+    legacy = StateFS(spark_ckpt).exists() if spark_ckpt == os.path.join(cfg.checkpoint, "spark") else False
+    epoch = resolve(state_fs, spark_ckpt, last, last_lsn, legacy_spark_dir=legacy)
+    if epoch.rebuilt and engine is None:
+        from .shardsource import discard_after
+
+        discard_after(cfg.checkpoint, [d.name for d in defs], cfg.shards, epoch.start_lsn)
+    if engine is not None:
+        engine.base = epoch.batch_base
+    status.set(spark_checkpoint=redact(spark_ckpt), epoch={"batch_base": epoch.batch_base,
+                                                            "start_lsn": epoch.start_lsn,
+                                                            "rebuilt": epoch.rebuilt})
     spark = session.get()
     phases.mark("spark_session_wait")
     from .listener import ProgressListener
@@ -402,13 +425,14 @@ def run(cfg: DaemonConfig) -> int:
               .option("url", cfg.source).option("slot", cfg.slot).option("publication", cfg.publication)
               .option("tables", ",".join(tables)).option("maxChangesPerBatch", str(cfg.max_changes_per_batch))
               .option("snapshotPartitionRows", str(cfg.snapshot_partition_rows))
-              .option("statePath", engine_dir).option("commitMarker", marker_path(cfg.checkpoint)))
+              .option("statePath", engine_dir).option("commitMarker", marker_path(cfg.checkpoint))
+              .option("initialLsn", str(epoch.start_lsn)))
     if engine is not None:
         writer = reader.load().writeStream.foreachBatch(engine)
     else:
         from .shards import sharded_writer
 
-        writer = sharded_writer(spark, reader, cfg, defs, schema, sinks, status)
+        writer = sharded_writer(spark, reader, cfg, defs, schema, sinks, status, epoch.batch_base)
     writer = writer.option("checkpointLocation", spark_ckpt).queryName(cfg.name)
     secs = cfg.trigger_seconds
     writer = writer.trigger(availableNow=True) if secs is None else writer.trigger(processingTime=f"{secs} seconds")

@@ -10,7 +10,8 @@ claims the shard its worker holds (:func:`claim_shard`; Spark places tasks on an
 worker), so shards stay where they are.
 
 Durability: every engine writes, per batch it applies, its consolidated delta to
-``<checkpoint>/shards/<view>/<shard>/log-<end LSN>`` (atomically, before the batch's output
+``<checkpoint>/shards/<view>/<shard>/log-<end LSN>`` (:mod:`.statefs`: any filesystem; one
+atomic write, a single PUT on an object store, before the batch's output
 leaves the task) and every ``snapshot_every`` logs a snapshot ``snap-<LSN>``
 (:meth:`.state.EngineState.dump`, typed JSON, no pickle). Batches are identified by Spark's
 offsets ``(start LSN, end LSN]`` (recorded by Spark before a batch runs, so a replayed batch
@@ -43,7 +44,9 @@ OUT_SCHEMA = ("key INT, view STRING, changes BINARY, delta BIGINT, lsn BIGINT, t
 
 def shard_spec(defs, types: dict, shards: int, checkpoint: str, snapshot_every: int) -> str:
     """The JSON the source is given (option ``shardSpec``): what it needs to rebuild the routers."""
-    return json.dumps({"shards": shards, "checkpoint": os.path.abspath(checkpoint),
+    from .statefs import is_url
+
+    return json.dumps({"shards": shards, "checkpoint": checkpoint if is_url(checkpoint) else os.path.abspath(checkpoint),
                        "snapshot_every": snapshot_every, "types": types,
                        "views": [{"name": d.name, "sql": d.select_sql, "materialized": d.materialized,
                                   "tables": list(d.tables)} for d in defs]})
@@ -108,10 +111,12 @@ class ShardedCdcStreamReader(CdcStreamReader):
             return [ShardSnapshot(k, e, slices) for k in range(self.spec["shards"])] if slices else []
         if e <= s:
             return []
-        import shutil
+        from .statefs import StateFS
 
         # the claims of the batches before (all done: Spark plans a batch after the last one)
-        shutil.rmtree(claims_dir(self.spec), ignore_errors=True)
+        fs = StateFS(self.spec["checkpoint"])
+        if fs.local:
+            fs.delete_dir("shards/claims")
         return self.route(s, e, self._ensure_feed(s).take(s, e))
 
     def route(self, s: int, e: int, txns) -> list[InputPartition]:
@@ -195,29 +200,28 @@ class ShardedCdcStreamReader(CdcStreamReader):
         yield pa.RecordBatch.from_arrays([pa.array(res[n], t) for n, t in zip(res, types)], names=list(res))
 
 
-def claims_dir(spec: dict) -> str:
-    return os.path.join(spec["checkpoint"], "shards", "claims")
-
-
 def claim_shard(p: ShardChanges, spec: dict) -> int:
     """The shard task ``p.index`` applies: the one an earlier attempt of the task claimed, else
     the first free one of: shards this worker holds at the batch's start, shards it holds
     older, the others (from the task's own index on). A claim is a file
-    ``<nonce>-<shard>`` holding the task index, created whole (hard link) or not at all."""
+    ``shards/claims/<nonce>-<shard>`` holding the task index, created exclusively
+    (``O_EXCL``: no hard link). Where the checkpoint has no exclusive create (an object
+    store), task ``i`` applies the ``i``-th shard with rows: as exact (a worker brings any
+    engine to the batch's start from the shard's files), without the locality."""
+    from .statefs import StateFS
+
     shards = sorted(p.parts)
     if len(shards) == 1:
         return shards[0]
-    directory = claims_dir(spec)
-    os.makedirs(directory, exist_ok=True)
+    fs = StateFS(spec["checkpoint"])
+    if not fs.local:
+        return shards[p.index % len(shards)]
+    directory = "shards/claims"
     prefix = f"{p.nonce}-"
-    for name in os.listdir(directory):
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            try:
-                with open(os.path.join(directory, name)) as f:
-                    if f.read() == str(p.index):
-                        return int(name[len(prefix):])
-            except FileNotFoundError:
-                continue
+    for name in fs.list(directory):
+        if name.startswith(prefix) and name[len(prefix):].isdigit() and \
+                fs.read(f"{directory}/{name}") == str(p.index).encode():
+            return int(name[len(prefix):])
 
     def held(k: int) -> int:
         engines = [_CACHE.get((spec["checkpoint"], vi, k)) for vi in p.parts[k][0]]
@@ -226,21 +230,27 @@ def claim_shard(p: ShardChanges, spec: dict) -> int:
         return 1 if any(e is not None and e.state is not None for e in engines) else 2
 
     order = sorted(shards, key=lambda k: (held(k), (shards.index(k) - p.index) % len(shards)))
-    tmp = os.path.join(directory, f".{p.nonce}-{p.index}-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(str(p.index))
-    try:
-        for k in order:
-            try:
-                os.link(tmp, os.path.join(directory, f"{prefix}{k}"))
-                return k
-            except FileExistsError:
-                continue
-    finally:
-        os.unlink(tmp)
+    for k in order:
+        if fs.create(f"{directory}/{prefix}{k}", str(p.index).encode()):
+            return k
     from ..errors import IVMError
 
     raise IVMError(f"task {p.index} of the batch ending at LSN {p.end:X} found every shard claimed")
+
+
+def discard_after(checkpoint: str, views: list[str], shards: int, lsn: int) -> None:
+    """Drop the shards' logs and snapshots of batches ending after ``lsn`` (batches no sink
+    holds, before Spark's checkpoint is rebuilt from ``lsn``: :mod:`.epoch`)."""
+    from .statefs import StateFS
+
+    fs = StateFS(checkpoint)
+    for view in views:
+        for k in range(shards):
+            d = f"shards/{view}/{k}"
+            for name in fs.list(d):
+                for prefix in ("snap-", "log-"):
+                    if name.startswith(prefix) and name[len(prefix):].isdigit() and int(name[len(prefix):]) > lsn:
+                        fs.delete(f"{d}/{name}")
 
 
 # -- the shard engines (in the Python workers) ----------------------------------------------
@@ -253,16 +263,19 @@ def shard_engine(spec: dict, vi: int, shard: int, router) -> ShardEngine:
     key = (spec["checkpoint"], vi, shard)
     eng = _CACHE.get(key)
     if eng is None:
-        directory = os.path.join(spec["checkpoint"], "shards", router.defn.name, str(shard))
-        eng = _CACHE[key] = ShardEngine(directory, router, int(spec["snapshot_every"]))
+        from .statefs import StateFS
+
+        fs = StateFS(spec["checkpoint"]).sub(f"shards/{router.defn.name}/{shard}")
+        eng = _CACHE[key] = ShardEngine(fs, router, int(spec["snapshot_every"]))
     return eng
 
 
 class ShardEngine:
     """One view's engine for one shard, its files and the output of the last batch it ran."""
 
-    def __init__(self, directory: str, router, snapshot_every: int):
-        self.dir, self.router, self.snapshot_every = directory, router, snapshot_every
+    def __init__(self, fs, router, snapshot_every: int):
+        self.fs, self.router, self.snapshot_every = fs, router, snapshot_every
+        self.dir = fs.label
         self.state = None
         self.lsn: int | None = None          # the end LSN of the last batch in ``state``
         self.last: tuple | None = None       # (start, end, output) of the last batch run here
@@ -274,18 +287,18 @@ class ShardEngine:
         return EngineState([self.router.defn], self.router.atom_schema)
 
     def _files(self, prefix: str) -> list[int]:
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
-        return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
+        return sorted(int(n[len(prefix):]) for n in self.fs.list() if n.startswith(prefix) and n[len(prefix):].isdigit())
 
     def _path(self, prefix: str, lsn: int) -> str:
-        return os.path.join(self.dir, f"{prefix}{lsn:020d}")
+        return f"{prefix}{lsn:020d}"
 
     def _read(self, prefix: str, lsn: int) -> bytes:
-        with open(self._path(prefix, lsn), "rb") as f:
-            return f.read()
+        data = self.fs.read(self._path(prefix, lsn))
+        if data is None:
+            from ..errors import IVMError
+
+            raise IVMError(f"the shard state {self.dir}/{self._path(prefix, lsn)} vanished while being read")
+        return data
 
     def at(self, lsn: int) -> None:
         """Bring the engine to the state after the batch ending at ``lsn``."""
@@ -299,7 +312,7 @@ class ShardEngine:
                 from ..errors import IVMError
 
                 why = ("is missing (a checkpoint of an older version, whose shards kept their state in "
-                       "Spark's state store?)") if not os.path.isdir(self.dir) else \
+                       "Spark's state store?)") if not self.fs.exists() else \
                     f"has no snapshot at or before LSN {lsn:X} (the checkpoint is damaged)"
                 raise IVMError(f"the shard state {self.dir} {why}: start with a new --checkpoint")
             self.state = self._fresh()
@@ -315,7 +328,7 @@ class ShardEngine:
         snapshot now and then; the view's change."""
         import time
 
-        from .state import encode_changes, write_atomic
+        from .state import encode_changes
 
         self.catchup_seconds = 0.0
         if self.lsn == end and self.last is not None and self.last[:2] == (start, end):
@@ -330,8 +343,7 @@ class ShardEngine:
         except BaseException:
             self.state = None    # rebuilt from the files by the next batch
             raise
-        os.makedirs(self.dir, exist_ok=True)
-        write_atomic(self._path("log-", end), encode_changes(changes))
+        self.fs.write(self._path("log-", end), encode_changes(changes))
         self.lsn = end
         self.last = (start, end, out)
         snaps = self._files("snap-")
@@ -346,10 +358,9 @@ class ShardEngine:
             return self.last[2]
         self.state = self._fresh()
         out = self.state.apply(changes).get(self.router.defn.name, []) if changes else []
-        os.makedirs(self.dir, exist_ok=True)
         for prefix in ("snap-", "log-"):
             for x in self._files(prefix):
-                os.unlink(self._path(prefix, x))
+                self.fs.delete(self._path(prefix, x))
         self._snapshot(end, prune=False)
         self.lsn, self.last = end, (-1, end, out)
         return out
@@ -357,9 +368,7 @@ class ShardEngine:
     def _snapshot(self, lsn: int, prune: bool = True) -> None:
         """``snap-<lsn>``; then drop what only the snapshot before the previous one needed (a
         replayed batch may start before the newest snapshot, never before the previous one)."""
-        from .state import write_atomic
-
-        write_atomic(self._path("snap-", lsn), self.state.dump())
+        self.fs.write(self._path("snap-", lsn), self.state.dump())
         if not prune:
             return
         snaps = self._files("snap-")
@@ -367,10 +376,10 @@ class ShardEngine:
             return
         keep_from = snaps[-2]
         for s in snaps[:-2]:
-            os.unlink(self._path("snap-", s))
+            self.fs.delete(self._path("snap-", s))
         for x in self._files("log-"):
             if x <= keep_from:
-                os.unlink(self._path("log-", x))
+                self.fs.delete(self._path("log-", x))
 
 
 def register(spark) -> None:

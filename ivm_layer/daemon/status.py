@@ -1,6 +1,7 @@
 """The status file of a running daemon: ``<checkpoint>/status.json``, rewritten after every batch.
 
-``ivm daemon --status --checkpoint DIR`` prints it, and says whether the process that wrote
+Written with :mod:`.statefs` (one PUT on an object store). ``ivm daemon --status --checkpoint DIR``
+prints it, and says whether the process that wrote
 it is still alive.
 """
 
@@ -11,11 +12,14 @@ import os
 import threading
 import time
 
-from .state import write_atomic
+from .statefs import StateFS, join, read_file
+
+NAME = "status.json"
 
 
 def status_path(checkpoint: str) -> str:
-    return os.path.join(checkpoint, "status.json")
+    """The status file's location (a path, or a URL when the checkpoint is one)."""
+    return join(checkpoint, NAME)
 
 
 class StatusFile:
@@ -24,6 +28,7 @@ class StatusFile:
 
     def __init__(self, checkpoint: str, name: str, master: str, shards: int):
         self.path = status_path(checkpoint)
+        self.fs = StateFS(checkpoint)
         self._lock = threading.RLock()
         self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shards": shards,
                      "state": "starting", "started_at": time.time(), "batches": 0,
@@ -80,16 +85,12 @@ class StatusFile:
     def write(self) -> None:
         with self._lock:
             self.data["updated_at"] = time.time()
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            write_atomic(self.path, json.dumps(self.data, indent=1, default=str).encode())
+            self.fs.write(NAME, json.dumps(self.data, indent=1, default=str).encode())
 
 
 def read_status(checkpoint: str) -> dict | None:
-    try:
-        with open(status_path(checkpoint)) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    raw = read_file(status_path(checkpoint))
+    return None if raw is None else json.loads(raw)
 
 
 def _alive(pid: int) -> bool:
