@@ -85,7 +85,9 @@ class BatchStore:
         return pos, lsn
 
     def _snap_header(self, n: int) -> tuple[int, int | None]:
-        data = self.fs.read(_name("snap-", n))
+        data = self.fs.read_head(_name("snap-", n))
+        if data is not None and b"\n" not in data:
+            data = self.fs.read(_name("snap-", n))      # a header longer than the ranged read
         if data is None:
             raise ckpt.CheckpointError(f"{self.dir}/{_name('snap-', n)} vanished while being read")
         try:

@@ -124,6 +124,24 @@ class StateFS:
                 return None
             raise StateError(f"cannot read {self.label}/{name}: {_clean(e, self.location)}") from None
 
+    def read_head(self, name: str, size: int = 65536) -> bytes | None:
+        """The first ``size`` bytes of ``name`` (a ranged read), None if there is no such file."""
+        if self.local:
+            try:
+                with open(self.path(name), "rb") as f:
+                    return f.read(size)
+            except (FileNotFoundError, NotADirectoryError):
+                return None
+        try:
+            with self.fs.open_input_file(self.path(name)) as f:
+                return f.read(size)
+        except FileNotFoundError:
+            return None
+        except OSError as e:
+            if "NoSuchKey" in str(e) or "does not exist" in str(e) or "Not Found" in str(e):
+                return None
+            raise StateError(f"cannot read {self.label}/{name}: {_clean(e, self.location)}") from None
+
     def list(self, prefix: str = "") -> list[str]:
         """The names of the files directly in the directory ``prefix`` (sorted; [] if none)."""
         if self.local:

@@ -39,6 +39,7 @@ def test_reads_writes_lists_and_deletes(location):
     assert fs.read("a/x.json") == b"one" and fs.list("a") == ["x.json", "y"]
     fs.write("a/x.json", b"two")                  # replaced whole
     assert fs.read("a/x.json") == b"two" and len(fs.read("a/y")) == 70_000
+    assert fs.read_head("a/y", 10) == b"\x00" * 10 and fs.read_head("a/none") is None   # a ranged read
     assert read_file(join(location, "a", "x.json")) == b"two"
     fs.delete("a/x.json")
     fs.delete("a/x.json")                         # deleting what is gone is no error
