@@ -5,16 +5,17 @@ Files under ``<checkpoint>/engine/``::
 
     views.json                  the view definitions the state belongs to
     snap-<N>                    base rows covering every batch id < N (20 digits)
-    log-<B>                     the consolidated changes of batch id B (20 digits)
+    logs-<N>/log-<B>            the consolidated changes of batch id B ≥ N (20 digits)
 
 The contents are the sessions' checkpoint format (:mod:`ivm_layer.maintain.checkpoint`,
 version 3: a header line, then columnar typed-JSON chunks; a log object is one line
 ``{"lsn": B, "source_lsn": L, "columns": {…}}``; nothing is ever unpickled). Every object is
 written once under a new name in one atomic write (:meth:`.statefs.StateFS.write`: a single
 PUT on an object store), so there is no append, rename or pointer to update: recovery lists
-``engine/``, loads the newest ``snap-N`` and replays the logs of ids ≥ N in order; a
-snapshot's older snapshots and logs are deleted only after it is written (a crash in between
-leaves extra objects that are ignored). ``log-B`` is written before batch B's view changes
+``engine/``, loads the newest ``snap-N`` and replays ``logs-N/`` in order; older snapshots
+and their log directories are deleted only after a snapshot is written (a crash in between
+leaves extra objects that are ignored), a directory at a time (one batched request on an
+object store rather than one per batch). ``log-B`` is written before batch B's view changes
 reach a sink, so a batch is applied exactly once whatever Spark replays. Per batch: one
 write of O(changed rows); every ``snapshot_every`` batches one write of O(base rows) plus a
 list and the deletes.
@@ -40,6 +41,10 @@ def _name(prefix: str, n: int) -> str:
     return f"{prefix}{n:0{DIGITS}d}"
 
 
+def _gen(n: int) -> str:
+    return _name("logs-", n)
+
+
 def _ids(names: Iterable[str], prefix: str) -> list[int]:
     return sorted(int(n[len(prefix):]) for n in names
                   if n.startswith(prefix) and len(n) == len(prefix) + DIGITS and n[len(prefix):].isdigit())
@@ -62,6 +67,7 @@ class BatchStore:
         self.log_bytes = 0
         self.snapshot_bytes = 0
         self.snapshot_rows = 0
+        self.gen: int | None = None     # the newest snapshot's N: logs go to logs-<N>/
 
     # -- reading ------------------------------------------------------------------------------
     def names(self) -> list[str]:
@@ -73,14 +79,13 @@ class BatchStore:
     def read_position(self) -> tuple[int, int | None]:
         """``(last batch id, its source LSN)`` without loading rows: the newest snapshot's
         header and the newest log's first bytes (-1, None for a fresh store)."""
-        names = self.names()
-        snaps, logs = _ids(names, "snap-"), _ids(names, "log-")
+        snaps = _ids(self.names(), "snap-")
         if not snaps:
             return -1, None
         pos, lsn = self._snap_header(snaps[-1])
-        later = [b for b in logs if b >= snaps[-1]]
+        later = [b for b in _ids(self.fs.list(_gen(snaps[-1])), "log-") if b >= snaps[-1]]
         if later:
-            entry = self._log_entry(later[-1])
+            entry = self._log_entry(later[-1], snaps[-1])
             pos, lsn = int(entry["lsn"]), entry.get("source_lsn", lsn)
         return pos, lsn
 
@@ -96,8 +101,8 @@ class BatchStore:
         except (ValueError, KeyError, TypeError) as e:
             raise ckpt.CheckpointError(f"{self.dir}/{_name('snap-', n)} is malformed: {e}") from None
 
-    def _log_entry(self, b: int) -> dict:
-        data = self.fs.read(_name("log-", b))
+    def _log_entry(self, b: int, gen: int) -> dict:
+        data = self.fs.read(f"{_gen(gen)}/{_name('log-', b)}")
         try:
             entry = json.loads(data)
             if int(entry["lsn"]) != b:
@@ -109,11 +114,11 @@ class BatchStore:
     def load(self, hold_after: int | None = None) -> ckpt.Checkpoint | None:
         """The newest snapshot with the logs after it replayed (None without a snapshot);
         with ``hold_after``, the batches after that id are returned in ``held`` instead."""
-        names = self.names()
-        snaps, logs = _ids(names, "snap-"), _ids(names, "log-")
+        snaps = _ids(self.names(), "snap-")
         if not snaps:
             return None
         n = snaps[-1]
+        logs = _ids(self.fs.list(_gen(n)), "log-")
         data = self.fs.read(_name("snap-", n)) or b""
         lines = data.decode("utf-8").split("\n")
         try:
@@ -132,7 +137,7 @@ class BatchStore:
             if b != pos + 1:
                 raise ckpt.CheckpointError(f"{self.dir}: the log of batch {pos + 1} is missing "
                                            f"(next is {b}); the checkpoint is damaged")
-            entry = self._log_entry(b)
+            entry = self._log_entry(b, n)
             try:
                 changes = {t: ckpt.decode_columns(c) for t, c in entry["columns"].items()}
             except (KeyError, TypeError, AttributeError, ckpt.CheckpointError) as e:
@@ -152,7 +157,7 @@ class BatchStore:
             self.log_entries += 1
         cp = ckpt.Checkpoint(header, tables, pos)
         cp.held = held
-        self.position, self.source_lsn = pos, src
+        self.position, self.source_lsn, self.gen = pos, src, n
         return cp
 
     # -- writing ------------------------------------------------------------------------------
@@ -164,7 +169,10 @@ class BatchStore:
         entry = {"lsn": batch_id, "source_lsn": src,
                  "columns": {t: ckpt.encode_columns(rows) for t, rows in items.items() if rows}}
         data = json.dumps(entry).encode()
-        self.fs.write(_name("log-", batch_id), data)
+        if self.gen is None:
+            snaps = _ids(self.names(), "snap-")
+            self.gen = snaps[-1] if snaps else 0
+        self.fs.write(f"{_gen(self.gen)}/{_name('log-', batch_id)}", data)
         self.log_bytes += len(data)
         self.log_entries += 1
         self.position, self.source_lsn, self.next_source_lsn = batch_id, src, None
@@ -189,14 +197,11 @@ class BatchStore:
         cover = batch_id + 1
         self.fs.write(_name("snap-", cover), data)
         self.snapshot_bytes, self.snapshot_rows = len(data), n
-        existing = self.names()
-        for s in _ids(existing, "snap-"):
+        for s in _ids(self.names(), "snap-"):
             if s < cover:
                 self.fs.delete(_name("snap-", s))
-        for b in _ids(existing, "log-"):
-            if b < cover:
-                self.fs.delete(_name("log-", b))
-        self.position, self.log_entries = batch_id, 0
+                self.fs.delete_dir(_gen(s))
+        self.position, self.log_entries, self.gen = batch_id, 0, cover
 
     def close(self) -> None:
         pass

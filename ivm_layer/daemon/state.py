@@ -16,7 +16,7 @@ object per batch (:mod:`.enginestore`)::
 
     views.json    the view definitions the state belongs to
     snap-<N>      base rows covering the batch ids below N
-    log-<B>       the consolidated changes of batch B
+    logs-<N>/log-<B>  the consolidated changes of batch B (≥ N)
 
 Checkpoints of older versions (``snapshot-N.pkl``, ``log/N.pkl``: pickles) are refused,
 never loaded.
@@ -359,7 +359,7 @@ def open_checkpoint(location: str, defs: list[ViewDef]):
         if fs.local and store.convert_legacy(fs.root):
             log.warning("converted the engine checkpoint %s to the per-batch layout", fs.label)
         if not store.has_snapshot():   # a fresh checkpoint: an empty snapshot starts the log
-            if any(n.startswith("log-") for n in store.names()):
+            if any(n.startswith("logs-") for n in store.fs.list_dirs()):
                 raise StateError(f"the engine checkpoint {fs.label} has a change log but lost its "
                                  "snapshot; use a new --checkpoint")
             store.write_snapshot({"batch": -1}, {}, -1)

@@ -158,6 +158,22 @@ class StateFS:
             raise StateError(f"cannot list {self.label}/{prefix}: {_clean(e, self.location)}") from None
         return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
 
+    def list_dirs(self, prefix: str = "") -> list[str]:
+        """The names of the directories directly in ``prefix`` (sorted)."""
+        if self.local:
+            try:
+                d = self.path(prefix)
+                return sorted(n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
+            except (FileNotFoundError, NotADirectoryError):
+                return []
+        from pyarrow import fs as pafs
+
+        try:
+            infos = self.fs.get_file_info(pafs.FileSelector(self.path(prefix), allow_not_found=True))
+        except OSError as e:
+            raise StateError(f"cannot list {self.label}/{prefix}: {_clean(e, self.location)}") from None
+        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+
     def exists(self, name: str = "") -> bool:
         """``name`` (a file, or with a trailing ``/`` or empty: a directory holding files) exists."""
         if self.local:

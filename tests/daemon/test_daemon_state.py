@@ -117,9 +117,11 @@ def test_recovery_is_snapshot_plus_log_and_equals_applying_everything(tmp_path, 
     assert again.recover(reopened)[0] == 13 and reopened.log_entries == 4
     assert _base(again) == _base(st) and _views(again) == _views(st) == _oracle(st)
     # one object per batch since the last snapshot (snap-10 covers batches 0-9), nothing older
-    names = sorted(os.listdir(tmp_path))
-    assert names == [f"log-{b:020d}" for b in (10, 11, 12, 13)] + [f"snap-{10:020d}", "views.json"]
-    assert all(os.stat(tmp_path / n).st_mode & 0o077 == 0 for n in names)
+    assert sorted(os.listdir(tmp_path)) == [f"logs-{10:020d}", f"snap-{10:020d}", "views.json"]
+    logs = tmp_path / f"logs-{10:020d}"
+    assert sorted(os.listdir(logs)) == [f"log-{b:020d}" for b in (10, 11, 12, 13)]
+    files = [tmp_path / f"snap-{10:020d}", tmp_path / "views.json", *logs.iterdir()]
+    assert all(os.stat(p).st_mode & 0o077 == 0 for p in [*files, logs])
     # the recovered store goes on: more batches, recover again
     for b, ch in enumerate(_stream(seed + 100, 3), start=14):
         again.apply(ch)
@@ -140,14 +142,17 @@ def test_a_gap_in_the_log_is_refused_and_leftovers_are_ignored(tmp_path):
         st.apply(ch)
         store.append(b, ch)
     assert last_batch_in(str(tmp_path)) == 4
-    kept = (tmp_path / f"log-{2:020d}").read_bytes()
-    (tmp_path / f"log-{2:020d}").unlink()
+    log2 = tmp_path / f"logs-{0:020d}" / f"log-{2:020d}"
+    kept = log2.read_bytes()
+    log2.unlink()
     with pytest.raises(StateError, match="log of batch 2 is missing"):
         _recover(str(tmp_path), DEFS, _state())
-    (tmp_path / f"log-{2:020d}").write_bytes(kept)
-    os.chmod(tmp_path / f"log-{2:020d}", 0o600)
+    log2.write_bytes(kept)
+    os.chmod(log2, 0o600)
     store.write_snapshot({"batch": 4}, st.base, 4)
-    (tmp_path / f"log-{2:020d}").write_bytes(kept)      # as if the deletes had not run
+    assert not log2.parent.exists()                      # the snapshot's older logs are gone
+    log2.parent.mkdir(mode=0o700)
+    log2.write_bytes(kept)                               # as if the deletes had not run
     again = _state()
     store2 = open_checkpoint(str(tmp_path), DEFS)
     assert again.recover(store2)[0] == 4
@@ -224,7 +229,8 @@ def test_no_pickle_is_ever_loaded(tmp_path):
     with pytest.raises(StateError, match="malformed"):
         _recover(str(new), DEFS, _state())
     store.write_snapshot({"batch": 0}, st.base, 0)
-    (new / f"log-{1:020d}").write_bytes(payload + b"\n")
+    (new / f"logs-{1:020d}").mkdir(mode=0o700)
+    (new / f"logs-{1:020d}" / f"log-{1:020d}").write_bytes(payload + b"\n")
     with pytest.raises(StateError, match="malformed"):
         _recover(str(new), DEFS, _state())
     # 3. the shards' in-memory snapshot (EngineState.load) refuses a pickle

@@ -120,8 +120,9 @@ def test_engine_checkpoint_recovers_exactly(location, seed):
         st.log(b, ch)
         if b in (4, 8):
             st.snapshot(b)
-    names = StateFS(engine_loc).list()
-    assert names == [f"log-{b:020d}" for b in (9, 10, 11)] + [f"snap-{9:020d}", "views.json"]
+    fs = StateFS(engine_loc)
+    assert fs.list() == [f"snap-{9:020d}", "views.json"] and fs.list_dirs() == [f"logs-{9:020d}"]
+    assert fs.list(f"logs-{9:020d}") == [f"log-{b:020d}" for b in (9, 10, 11)]
     assert last_batch_in(engine_loc) == 11
     again = EngineState(DEFS, SCHEMA)
     reopened = open_checkpoint(engine_loc, DEFS)
