@@ -439,11 +439,8 @@ def run(cfg: DaemonConfig) -> int:
     query = writer.start()
     phases.mark("query_start")
     startup = phases.report(spark_session_build=session.seconds)
-    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3), startup=startup)
-    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s; %s)", cfg.name,
-                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks),
-                ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
-
+    # the handlers are in place before the status says "running" (a supervisor may stop the
+    # daemon as soon as it reads that)
     stop_requested: list[int] = []
 
     def on_signal(signum, frame):
@@ -451,6 +448,11 @@ def run(cfg: DaemonConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3), startup=startup)
+    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s; %s)", cfg.name,
+                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks),
+                ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
+
     restarts = 0
     try:
         while not stop_requested:
