@@ -161,3 +161,85 @@ def test_spark_checkpoint_epochs(location, tmp_path):
     assert resolve(state, other, 9, 0x900).batch_base == 10
     with pytest.raises(StateError, match="does not record the LSN"):
         resolve(state, str(tmp_path / "gone"), 9, None)
+
+
+@pytest.mark.parametrize("shards", [3])
+def test_shard_engines_on_s3_survive_worker_loss(s3_url, shards):
+    """The read path of ``ivm-cdc-shards`` without Spark, its shard state on S3: partitions
+    read by one of two simulated Python workers, sometimes twice, sometimes with every worker
+    lost (engines rebuilt from the objects; snapshots every 2 batches, so pruning runs);
+    shards are assigned by task index (no exclusive create on S3); the union of the outputs
+    is the view, and :func:`discard_after` drops exactly the batches past an LSN."""
+    import datetime
+    import pickle
+
+    from ivm_layer.bench.daemon_workload import SELECT, valid_changes
+    from ivm_layer.daemon import shardsource
+    from ivm_layer.daemon.state import batch_changes
+    from ivm_layer.io.postgres.pgoutput import Transaction
+
+    types = {"r": {"a": "integer", "k": "integer"}, "s": {"k": "integer", "x": "integer"},
+             "t": {"y": "integer", "tag": "text"}}
+    d = ViewDef("v3", SELECT, True, ["r", "s", "t"])
+    spec = shardsource.shard_spec([d], types, shards, s3_url, snapshot_every=2)
+    reader = shardsource.ShardedCdcStreamReader({"url": "postgresql://unused", "slot": "s", "publication": "p",
+                                                 "tables": "r,s,t", "shardSpec": spec})
+    assert reader.spec["checkpoint"] == s3_url
+    saved = shardsource._CACHE
+    workers: list[dict] = [{}, {}]
+
+    def row(rnd, table):
+        if table == "r":
+            return (rnd.randint(0, 6), rnd.choice([None, 0, 1, 2, 3]))
+        if table == "s":
+            return (rnd.choice([None, 0, 1, 2, 3]), rnd.randint(0, 40))
+        return (rnd.randint(0, 40), rnd.choice(["a", "b", "skip", None]))
+
+    try:
+        shardsource._CACHE = workers[0]
+        for k in range(shards):
+            shardsource.shard_engine(reader.spec, 0, k, reader.routers()[0]).load_snapshot(100, {})
+        single = EngineState([d], types)
+        rnd = random.Random(shards)
+        union: Counter = Counter()
+        lsn, now = 100, datetime.datetime.now(datetime.UTC)
+        stream = list(valid_changes(rnd, 24, "rst", row, 5))
+        while stream:
+            txns = []
+            for _ in range(rnd.randint(1, 3)):
+                if not stream:
+                    break
+                lsn += 10
+                t = Transaction(xid=lsn, final_lsn=lsn, commit_lsn=lsn, end_lsn=lsn, commit_time=now)
+                for i, (tb, r, k) in enumerate(stream.pop(0)):
+                    t.changes.setdefault(tb, []).append((r, k))
+                    single.apply(batch_changes([(lsn, i, tb, k, r)], single.base))
+                txns.append(t)
+            start, end = txns[0].end_lsn - 10, txns[-1].end_lsn
+            if rnd.random() < 0.25:
+                workers = [{}, {}]
+            for part in reader.route(start, end, txns):
+                reads = []
+                for _ in range(2 if rnd.random() < 0.3 else 1):
+                    shardsource._CACHE = rnd.choice(workers)
+                    got: Counter = Counter()
+                    for batch in reader.read(part):
+                        for view, raw in zip(batch.column("view").to_pylist(), batch.column("changes").to_pylist()):
+                            if view is not None:
+                                for r, n in pickle.loads(raw):
+                                    got[r] += n
+                    reads.append(got)
+                assert all(x == reads[0] for x in reads)
+                union.update(reads[0])
+            union = Counter({r: n for r, n in union.items() if n})
+            assert union == Counter(dict(single.views["v3"].rows())), f"after LSN {end}"
+        fs = StateFS(s3_url)
+        for k in range(shards):
+            names = fs.list(f"shards/v3/{k}")
+            snaps = [n for n in names if n.startswith("snap-")]
+            assert 1 <= len(snaps) <= 2
+        shardsource.discard_after(s3_url, ["v3"], shards, lsn - 10)
+        left = [int(n.split("-")[1]) for k in range(shards) for n in fs.list(f"shards/v3/{k}")]
+        assert left and max(left) <= lsn - 10
+    finally:
+        shardsource._CACHE = saved
