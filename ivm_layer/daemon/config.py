@@ -138,12 +138,12 @@ class DaemonConfig:
             raise ConfigError(f"--master {self.master!r}: use local[*], local[N], spark://host:port, "
                               "yarn or k8s://https://host:port")
         self._validate_spark()
-        from .statefs import StateFS, is_url, redact
+        from .statefs import check_location, is_url, redact
 
         if not is_url(self.checkpoint):
             self.checkpoint = os.path.abspath(self.checkpoint)
         else:
-            StateFS(self.checkpoint)         # refuses credentials in the URL, an unknown scheme
+            check_location(self.checkpoint)   # credentials in the URL are refused
         if not self.name:  # slots are cluster-wide: unique per checkpoint directory
             shown = redact(self.checkpoint)
             base = re.sub(r"[^a-z0-9_]", "_", shown.rstrip("/").rsplit("/", 1)[-1].lower())

@@ -62,6 +62,28 @@ def decode_frame(table) -> list[tuple]:
     return rows
 
 
+def collect_partitions(df):
+    """``df``'s rows as pyarrow tables, one Spark partition at a time (each partition is
+    packed into one Arrow IPC stream by its task and fetched by ``toLocalIterator``, a job per
+    partition, the next one prefetched): the driver never holds more than two partitions and
+    ``spark.driver.maxResultSize`` applies to one partition, not to the whole."""
+    import pyarrow as pa
+
+    def pack(batches):
+        sink, writer = pa.BufferOutputStream(), None
+        for b in batches:
+            if writer is None:
+                writer = pa.ipc.new_stream(sink, b.schema)
+            writer.write_batch(b)
+        if writer is not None:
+            writer.close()
+            yield pa.RecordBatch.from_pydict({"ipc": [sink.getvalue().to_pybytes()]},
+                                             schema=pa.schema([("ipc", pa.binary())]))
+
+    for row in df.mapInArrow(pack, "ipc binary").toLocalIterator(prefetchPartitions=True):
+        yield pa.ipc.open_stream(row["ipc"]).read_all()
+
+
 class DriverEngine:
     """The ``foreachBatch`` function of the single-machine daemon."""
 
@@ -104,20 +126,34 @@ class DriverEngine:
         t = time.monotonic()
         # reading the batch runs Spark jobs (Python workers may fail to start: the query is
         # started again) and touches nothing: only a failure from here on stops the engine
-        frame = df.select("lsn", "seq", "tbl", "sign", "row",
-                          df["ts"].cast("double").alias("ts")).toArrow()
-        ts = [t for t in frame.column("ts").to_pylist() if t is not None]
-        rows = decode_frame(frame)
-        changes = batch_changes(rows, self.state.base)
+        cols = df.select("lsn", "seq", "tbl", "sign", "row", df["ts"].cast("double").alias("ts"))
+        seen = {"rows": 0, "lsn": None}
+        ts: list[float] = []
+
+        def stream(frames):
+            for frame in frames:
+                ts.extend(t for t in frame.column("ts").to_pylist() if t is not None)
+                chunk = decode_frame(frame)
+                seen["rows"] += len(chunk)
+                if chunk:
+                    top = max(r[0] for r in chunk)
+                    seen["lsn"] = top if seen["lsn"] is None else max(seen["lsn"], top)
+                yield from chunk
+
+        # the initial snapshot (the first batch of a fresh state) is collected one Spark
+        # partition (a table slice) at a time: no collect grows with the table
+        # (spark.driver.maxResultSize bounds a slice); a change batch in one collect
+        frames = collect_partitions(cols) if self.last < 0 else [cols.toArrow()]
+        changes = batch_changes(stream(frames), self.state.base)
         t = _lap(split, "read", t)
         try:
             out = self.state.apply(changes)
             t = _lap(split, "engine", t)
-            self.store.next_source_lsn = max((r[0] for r in rows), default=None)
+            self.store.next_source_lsn = seen["lsn"]
             self.state.log(batch_id, changes)
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
-            fields = self._fields(batch_id, rows, out, ts)
+            fields = self._fields(batch_id, seen["rows"], seen["lsn"], out, ts)
             if self.cfg.sink_commit == "spark" or self.store.log_entries >= self.cfg.snapshot_every:
                 # the sinks hold the batch before Spark commits it; a snapshot replaces the log:
                 # the sinks must hold every batch in it first
@@ -169,12 +205,11 @@ class DriverEngine:
             if e is not self.failed:
                 raise
 
-    def _fields(self, batch_id: int, rows: list, out: dict, ts: list) -> dict:
+    def _fields(self, batch_id: int, rows_in: int, lsn: int | None, out: dict, ts: list) -> dict:
         from ..io.postgres.snapshot import lsn_text
 
-        lsn = max((r[0] for r in rows), default=None)
         behind = round(max(0.0, time.time() - max(ts)), 3) if ts else 0.0
-        return {"batch_id": batch_id, "rows_in": len(rows), "changes_out": sum(len(c) for c in out.values()),
+        return {"batch_id": batch_id, "rows_in": rows_in, "changes_out": sum(len(c) for c in out.values()),
                 "lsn": lsn, "lsn_text": lsn_text(lsn) if lsn is not None else None,
                 "seconds_behind": behind,
                 "view_rows": {name: len(v) for name, v in self.state.views.items()},

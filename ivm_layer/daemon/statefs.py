@@ -64,6 +64,23 @@ def join(location: str, *names: str) -> str:
     return u._replace(path=path).geturl()
 
 
+#: one pyarrow filesystem per scheme, authority and options (opening one may ask the store, e.g.
+#: S3 for the bucket's region): a process opens each store once
+_FILESYSTEMS: dict[str, object] = {}
+
+
+def check_location(location: str) -> None:
+    """Refuse a URL the daemon cannot use, without connecting: user or password in it."""
+    if not is_url(location):
+        return
+    u = urlsplit(location)
+    # abfs://<container>@<account>.dfs.core.windows.net/…: the container is no credential
+    if u.password or (u.username and u.scheme.lower() not in ("abfs", "abfss")):
+        raise StateError(f"{redact(location)}: credentials in the URL are refused (they would be "
+                         "written to logs and state files); give them in the environment or the "
+                         "system's standard configuration (e.g. AWS_ACCESS_KEY_ID, ~/.aws)")
+
+
 class StateFS:
     """The files under ``location`` (a local path or a URL); names are ``/``-separated and
     relative to it."""
@@ -78,19 +95,20 @@ class StateFS:
             self.root = os.path.abspath(path)
             self.fs = None
             return
+        check_location(location)
         u = urlsplit(location)
-        if u.username or u.password:
-            raise StateError(f"{self.label}: credentials in the URL are refused (they would be "
-                             "written to logs and state files); give them in the environment or the "
-                             "system's standard configuration (e.g. AWS_ACCESS_KEY_ID, ~/.aws)")
-        from pyarrow import fs as pafs
-
         uri = location if u.scheme.lower() != "s3a" else "s3" + location[3:]
-        try:
-            self.fs, root = pafs.FileSystem.from_uri(uri)
-        except (ValueError, OSError) as e:
-            raise StateError(f"cannot open the state location {self.label}: {_clean(e, location)}") from None
-        self.root = root.rstrip("/")
+        key = urlsplit(uri)._replace(path="/", fragment="").geturl()
+        cached = _FILESYSTEMS.get(key)
+        if cached is None:
+            from pyarrow import fs as pafs
+
+            try:
+                cached = _FILESYSTEMS[key] = pafs.FileSystem.from_uri(key)[0]
+            except (ValueError, OSError) as e:
+                raise StateError(f"cannot open the state location {self.label}: {_clean(e, location)}") from None
+        self.fs = cached
+        self.root = _fs_path(urlsplit(uri)).rstrip("/")
 
     # -- paths ------------------------------------------------------------------------------
     def path(self, name: str = "") -> str:
@@ -285,6 +303,17 @@ class StateFS:
             self._dirs.add(directory)
         except CheckpointError as e:
             raise StateError(f"refusing the state directory: {e}") from None
+
+
+def _fs_path(u) -> str:
+    """A URL's path as :mod:`pyarrow.fs` names it: ``bucket/key`` on S3 and GCS,
+    ``container/path`` on ABFS, the path on HDFS."""
+    scheme = u.scheme.lower()
+    if scheme in ("s3", "gs", "gcs"):
+        return (u.hostname or "") + u.path
+    if scheme in ("abfs", "abfss"):
+        return (u.username or "") + u.path
+    return u.path
 
 
 def split(location: str) -> tuple[StateFS, str]:

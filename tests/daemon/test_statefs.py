@@ -243,3 +243,22 @@ def test_shard_engines_on_s3_survive_worker_loss(s3_url, shards):
         assert left and max(left) <= lsn - 10
     finally:
         shardsource._CACHE = saved
+
+
+def test_config_with_a_url_checkpoint(tmp_path, monkeypatch):
+    """A URL checkpoint is kept as given (not made a path); the daemon's name comes from its
+    last segment; Spark's checkpoint defaults to a local directory; a URL with credentials is
+    refused before anything starts."""
+    from ivm_layer.daemon.config import DaemonConfig
+    from ivm_layer.errors import IVMError
+
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "state"))
+    views = tmp_path / "v.sql"
+    views.write_text("CREATE INCREMENTAL VIEW v AS SELECT a FROM r;")
+    cfg = DaemonConfig(source="postgresql://u@h/db", views=str(views), checkpoint="s3://bkt/ivm/shop").validate()
+    assert cfg.checkpoint == "s3://bkt/ivm/shop" and cfg.name.startswith("ivm_shop_")
+    assert cfg.spark_checkpoint == str(tmp_path / "state" / "ivm-layer" / "spark-checkpoints" / cfg.name)
+    local = DaemonConfig(source="postgresql://u@h/db", views=str(views), checkpoint=str(tmp_path / "c")).validate()
+    assert local.spark_checkpoint == str(tmp_path / "c" / "spark")
+    with pytest.raises(IVMError, match="credentials in the URL are refused"):
+        DaemonConfig(source="postgresql://u@h/db", views=str(views), checkpoint="s3://K:S@bkt/p").validate()
