@@ -262,3 +262,19 @@ def test_config_with_a_url_checkpoint(tmp_path, monkeypatch):
     assert local.spark_checkpoint == str(tmp_path / "c" / "spark")
     with pytest.raises(IVMError, match="credentials in the URL are refused"):
         DaemonConfig(source="postgresql://u@h/db", views=str(views), checkpoint="s3://K:S@bkt/p").validate()
+
+
+def test_status_of_a_daemon_on_another_host_is_taken_at_its_word(tmp_path):
+    """With the state on an object store, ``--status`` may run on another machine than the
+    daemon: its pid means nothing here, so the status is shown as the daemon wrote it."""
+    import time
+
+    from ivm_layer.daemon.status import format_status
+
+    st = {"daemon": "d", "pid": 2**22 + 7, "host": "elsewhere-host", "state": "running",
+          "started_at": time.time() - 5, "batches": 3, "master": "local[2]", "shards": 1}
+    text = format_status(st)
+    assert "on elsewhere-host  running" in text and "crashed" not in text
+    import socket
+
+    assert "stopped (the process is gone" in format_status(dict(st, host=socket.gethostname()))
