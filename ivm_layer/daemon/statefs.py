@@ -271,6 +271,7 @@ class StateFS:
             import shutil
 
             shutil.rmtree(self.path(name), ignore_errors=True)
+            self._dirs.clear()
             return
         with contextlib.suppress(FileNotFoundError):
             self.fs.delete_dir(self.path(name))
