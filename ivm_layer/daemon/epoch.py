@@ -17,7 +17,9 @@ daemon's batch id is ``batch_base + Spark's batch id``. At start-up (:func:`reso
 - both ids equal: Spark's checkpoint is the one that goes with the state; resume as usual;
 - no batch ever applied (a fresh state): a fresh epoch at batch 0, from the initial snapshot
   (a Spark checkpoint left at the path is cleared: it belongs to no state);
-- otherwise Spark's checkpoint is missing or foreign: it is cleared and a new epoch starts at
+- otherwise Spark's checkpoint is missing or of another epoch: it is cleared (only a
+  directory holding an ``ivm-epoch.json``, or an empty one: anything else is refused, never
+  deleted) and a new epoch starts at
   ``batch_base`` = the last applied batch + 1 with Spark's first offset = the LSN the state
   ends at (the source's ``initialOffset``). The slot still holds every transaction after that
   LSN (it is only confirmed up to what the sinks hold), so the stream resumes exactly; with
@@ -77,21 +79,32 @@ def resolve(state: StateFS, spark_checkpoint: str, last_batch: int, last_lsn: in
     if mine is None and last_batch >= 0 and legacy_spark_dir:
         return _start(state, spark, Epoch(uuid.uuid4().hex, 0, -1))
     if last_batch < 0:
-        if spark.exists():
-            spark.delete_dir("")
+        _clear(spark, theirs, spark_checkpoint)
         return _start(state, spark, Epoch(uuid.uuid4().hex, 0, -1))
     if last_lsn is None:
         raise StateError(f"Spark's checkpoint {redact(spark_checkpoint)} is missing or belongs to another "
                          f"state, and the state at {state.label} does not record the LSN its batch "
                          f"{last_batch} ends at, so the stream cannot be resumed from it: give the "
                          "--spark-checkpoint it ran with, or start over with a new --checkpoint")
-    if spark.exists():
-        spark.delete_dir("")
+    _clear(spark, theirs, spark_checkpoint)
     e = Epoch(uuid.uuid4().hex, last_batch + 1, int(last_lsn), rebuilt=True)
     log.warning("Spark's checkpoint %s is missing or not the one of this state: rebuilt from the "
                 "daemon's state (batch ids continue at %d, the stream resumes after LSN %X)",
                 redact(spark_checkpoint), e.batch_base, e.start_lsn)
     return _start(state, spark, e)
+
+
+def _clear(spark: StateFS, theirs: dict | None, location: str) -> None:
+    """Remove a Spark checkpoint that does not go with the state — only one the daemon made
+    (it holds an ``ivm-epoch.json``) or an empty directory; anything else is refused, never
+    deleted (a wrong ``--spark-checkpoint``)."""
+    if not spark.exists():
+        return
+    if theirs is None and (spark.list() or spark.list_dirs()):
+        raise StateError(f"--spark-checkpoint {redact(location)} holds files but no ivm-epoch.json: it is "
+                         "not a Spark checkpoint this daemon made; give an empty or new directory (or "
+                         "the one this state ran with)")
+    spark.delete_dir("")
 
 
 def _start(state: StateFS, spark: StateFS, e: Epoch) -> Epoch:

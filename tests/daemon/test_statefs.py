@@ -161,6 +161,13 @@ def test_spark_checkpoint_epochs(location, tmp_path):
     assert resolve(state, other, 9, 0x900).batch_base == 10
     with pytest.raises(StateError, match="does not record the LSN"):
         resolve(state, str(tmp_path / "gone"), 9, None)
+    mine = tmp_path / "someone's directory"                    # never deleted: refused
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep")
+    for last, lsn in ((9, 0x900), (-1, None)):
+        with pytest.raises(StateError, match="not a Spark checkpoint this daemon made"):
+            resolve(state, str(mine), last, lsn)
+    assert (mine / "notes.txt").read_text() == "keep"
 
 
 @pytest.mark.parametrize("shards", [3])
