@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -42,6 +43,8 @@ from .statefs import StateFS, join, redact
 from .status import StatusFile
 
 log = logging.getLogger("ivm.daemon")
+#: Spark settings whose values are credentials (``spark.hadoop.fs.s3a.secret.key``, …)
+SECRET_SETTING = re.compile(r"secret|password|passwd|token|credential|access\.key|account\.key|sas", re.IGNORECASE)
 
 
 def _lap(split: dict[str, float], name: str, t: float) -> float:
@@ -447,7 +450,8 @@ def run(cfg: DaemonConfig) -> int:
     spark.streams.addListener(ProgressListener(status))
     ui_url = spark.sparkContext.uiWebUrl
     # the settings passed through, as the running session reports them (read back)
-    conf = {k: spark.conf.get(k, None) for k in sorted(cfg.conf)}
+    # (values of settings named like a secret are not written to the status file)
+    conf = {k: "***" if SECRET_SETTING.search(k) else spark.conf.get(k, None) for k in sorted(cfg.conf)}
     status.set(ui_url=ui_url, spark_app_id=spark.sparkContext.applicationId, conf=conf)
     if ui_url:
         log.warning("Spark UI: %s", ui_url)

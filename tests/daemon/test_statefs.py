@@ -285,3 +285,16 @@ def test_status_of_a_daemon_on_another_host_is_taken_at_its_word(tmp_path):
     import socket
 
     assert "stopped (the process is gone" in format_status(dict(st, host=socket.gethostname()))
+
+
+def test_secret_spark_settings_are_not_written_to_the_status():
+    """``--conf`` values of credential settings (for ``--shards N`` executors, or s3a) are
+    shown as ``***`` in the status file; other settings as Spark reads them back."""
+    from ivm_layer.daemon.runner import SECRET_SETTING
+
+    hidden = ["spark.hadoop.fs.s3a.secret.key", "spark.hadoop.fs.s3a.access.key",
+              "spark.executorEnv.AWS_SECRET_ACCESS_KEY", "spark.executorEnv.AWS_SESSION_TOKEN",
+              "spark.hadoop.fs.azure.account.key.acct.dfs.core.windows.net"]
+    shown = ["spark.sql.shuffle.partitions", "spark.ui.port", "spark.executorEnv.AWS_ENDPOINT_URL"]
+    assert all(SECRET_SETTING.search(k) for k in hidden)
+    assert not any(SECRET_SETTING.search(k) for k in shown)
