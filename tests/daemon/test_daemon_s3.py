@@ -77,7 +77,7 @@ def test_daemon_state_on_s3_survives_kill9_and_a_lost_spark_checkpoint(pg_url, t
     bucket = s3_url.split("/")[2]
     s3 = boto3.client("s3", endpoint_url=s3_server["endpoint"])
     keys = [o["Key"] for o in s3.list_objects_v2(Bucket=bucket)["Contents"]]
-    assert any(k.startswith("ckpt/engine/log-") for k in keys) and "ckpt/sinks-committed.json" in keys
+    assert any(k.startswith("ckpt/engine/logs-") and "/log-" in k for k in keys) and "ckpt/sinks-committed.json" in keys
     secrets = [s3_server["env"]["AWS_SECRET_ACCESS_KEY"].encode(), s3_server["env"]["AWS_ACCESS_KEY_ID"].encode()]
     blobs = [s3.get_object(Bucket=bucket, Key=k)["Body"].read() for k in keys]
     blobs += [p.read_bytes() for p in spark_ckpt.rglob("*") if p.is_file()]
