@@ -57,7 +57,11 @@ def _cmd_explain(args: argparse.Namespace) -> int:
             raise SQLError("ivm explain takes a SELECT or a CREATE INCREMENTAL VIEW … AS SELECT … statement")
         sql = stmt.select_sql
         static = list(dict.fromkeys([*static, *stmt.static]))
-    view = compile_view(sql, _parse_schema(args.schema), dialect=args.dialect, static=static, params=params)
+        if stmt.epsilon is not None and getattr(args, "epsilon", None) is None:
+            args.epsilon = stmt.epsilon
+    eps = getattr(args, "epsilon", None)
+    view = compile_view(sql, _parse_schema(args.schema), dialect=args.dialect, static=static, params=params,
+                        **({"epsilon": eps} if eps is not None else {}))
     print(view.explain())
     return 0
 
@@ -88,6 +92,8 @@ def build_parser() -> argparse.ArgumentParser:
                     help="comma-separated tables loaded once (paper 003), like WITH (static = '…')")
     ex.add_argument("--params", default="",
                     help="comma-separated output columns that become lookup inputs (paper 004)")
+    ex.add_argument("--epsilon", type=float, default=None,
+                    help="paper 004's heavy/light trade-off for a CQAP1 parameterized view, like WITH (epsilon = …)")
     ex.set_defaults(func=_cmd_explain)
     de = sub.add_parser("demo", help="the fraud-detection example end to end on embedded DuckDB")
     de.add_argument("--history", type=int, default=100_000,

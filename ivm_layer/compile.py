@@ -22,7 +22,7 @@ from .sql.setops import translate_definition
 
 
 def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterable[str] = (),
-                 params: Iterable[str] = ()) -> View | AggregateView | ProjectView | SetOpView | SemiJoinView | NestedView:
+                 params: Iterable[str] = (), epsilon: float | None = None) -> View | AggregateView | ProjectView | SetOpView | SemiJoinView | NestedView:
     """Compile a select–from–where(–group by–having) query into an empty incremental view.
 
     ``schema`` is ``{table: [columns]}`` or ``{table: {column: sql_type}}``; rows passed to
@@ -34,8 +34,10 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     output columns that become input parameters (paper 004); placeholders ``col = $name``,
     ``$1``, ``?`` (and ranges ``col > $p``, ``BETWEEN $lo AND $hi``) in the SQL do the same.
     A parameterized view answers ``view.lookup(**inputs)`` (``planner/params.py``,
-    ``engine/lookup.py``). Cost: parsing and planning, polynomial in the query's size; the
-    view starts empty.
+    ``engine/lookup.py``). ``epsilon`` (in [0, 1]) picks paper 004's heavy/light trade-off for a
+    CQAP1 parameterized view: O(N^ε) amortized update, O(N^{1−ε}) lookup delay
+    (``planner/heavylight.py``); without it such a view keeps a materialized answer map. Cost:
+    parsing and planning, polynomial in the query's size; the view starts empty.
 
     Examples:
         >>> view = compile_view(
@@ -50,7 +52,13 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
         >>> view.query_class, len(view)
         ('free-connex', 1)
     """
+    if epsilon is not None:
+        from .planner.heavylight import check_epsilon
+        epsilon = check_epsilon(epsilon)
     rewritten, constants = constant_inputs(sql, dialect)
+    if constants and epsilon is not None:
+        raise IVMError("WITH (epsilon = …) is not supported with constant inputs (VALUES, SELECT 1, "
+                       "generate_series) yet")
     if constants:  # SELECT 1, VALUES, generate_series(…): static tables loaded once
         return _with_constants(sql, rewritten, constants, schema, dialect, static, params)
     static = _static_names(static, schema, dialect)
@@ -58,6 +66,9 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     rewritten, placeholders, ranges = extract_params(sql, dialect)
     if (placeholders or ranges) and params:
         raise IVMError("give the parameters either as placeholders in the SQL or as params=, not both")
+    if epsilon is not None and not (params or placeholders) or epsilon is not None and (static or ranges):
+        raise IVMError("epsilon (paper 004's heavy/light trade-off) applies to views with equality input "
+                       "parameters (WHERE col = $name) only, without static tables or range parameters")
     if not (static or params or placeholders or ranges):
         return _build(translate_definition(sql, schema, dialect=dialect), sql)
     if not isinstance(translate_definition(rewritten, schema, dialect=dialect), GCQ):
@@ -81,13 +92,15 @@ def compile_view(sql: str, schema: dict, dialect: str = "duckdb", static: Iterab
     if params or placeholders or ranges:
         if static:
             raise IVMError("static tables and parameters in one view are not supported yet")
-        return _param_view(gcq, sql, params, placeholders, ranges, consts)
+        return _param_view(gcq, sql, params, placeholders, ranges, consts, epsilon)
     return _static_view(gcq, sql, static)
 
 
 def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
-                ranges: list[tuple[str, str, str]], consts: list | None = None) -> View:
+                ranges: list[tuple[str, str, str]], consts: list | None = None,
+                epsilon: float | None = None) -> View:
     from .engine.lookup import ConstantColumnsView, ParamView
+    from .planner.heavylight import cyclic_param_reason
     from .planner.params import describe, plan_params
 
     params = [resolve(p, gcq.columns) for p in params]    # params=: names of output columns
@@ -114,25 +127,56 @@ def _param_view(gcq, sql: str, params: list[str], placeholders: list[str],
         nn = Predicate(v, "is not null", None, None)
         if nn not in gcq.predicates:
             gcq.predicates.append(nn)
-    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars)
+    pp = plan_params(gcq, names, param_vars, [gcq.output[i] for i in keep] + range_vars, range_vars)
+    if epsilon is not None:
+        return _heavy_light(pp, sql, names, param_vars, [gcq.output[i] for i in keep], columns, consts, epsilon)
     try:
         the_plan = pp.plan if pp.cqap0 else plan(pp.gcq)
     except CyclicQueryError as e:  # say which class the parameters gave, not only "cyclic"
         raise CyclicQueryError(
-            f"{e} Parameter analysis (paper 004) with inputs {', '.join(names)}: not CQAP0 ({pp.reason}); "
-            "outside CQAP0 the view keeps a materialized answer map maintained over a generalized join "
-            "tree of the whole query, and this query has none (004's heavy/light construction for such "
-            "views is not built)", e.atoms) from None
-    the_plan.notes = (the_plan.notes or []) + describe(pp, names, [(n, op) for n, op, _ in ranges])
+            f"{e} Parameter analysis (paper 004) with inputs {', '.join(names)}: {cyclic_param_reason(pp.gcq, pp)}",
+            e.atoms) from None
+    # the range parameters on the indexed column (planner/params.py); rows that differ only in a
+    # compared column not among the view's columns are merged at lookup time
+    indexed = [k for k, v in enumerate(range_vars) if v == pp.range_var]
+    merge = not set(range_vars) <= {gcq.output[i] for i in keep}
+    the_plan.notes = (the_plan.notes or []) + describe(
+        pp, names, [(n, op, v) for (n, op, _), v in zip(ranges, range_vars)], merge)
     everything = names + [n for n, _, _ in ranges]
     if all(n.startswith("p") and n[1:].isdigit() for n in everything):
         everything.sort(key=lambda n: int(n[1:]))
     rng = [(n, op, len(columns) + k) for k, (n, op, _) in enumerate(ranges)]
+    kw = {"eq_params": names, "ranges": rng, "indexed": indexed,
+          "range_node": pp.range_node if pp.cqap0 else None, "merge": merge}
     if consts:
         return ConstantColumnsView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
-                                   eq_params=names, ranges=rng, constants=consts)
-    return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None,
-                     eq_params=names, ranges=rng)
+                                   constants=consts, **kw)
+    return ParamView(the_plan, sql, everything, columns, pp.cqap0, pp.copies if pp.cqap0 else None, **kw)
+
+
+def _heavy_light(pp, sql: str, names: list[str], param_vars: list[str], column_vars: list[str],
+                 columns: list[str], consts: list | None, epsilon: float) -> View:
+    """``WITH (epsilon = ε)``: 004's heavy/light construction (``engine/heavylight.py``)."""
+    from .engine.heavylight import HeavyLightConstantView, HeavyLightView
+    from .engine.lookup import ParamView
+    from .planner.heavylight import plan_heavy_light
+    from .planner.params import describe
+
+    hl = plan_heavy_light(pp.gcq, names, param_vars, column_vars, epsilon)
+    hp = hl.heavy
+    heavy = ParamView(hp.plan, "", hp.gcq.columns[:len(hp.param_vars)], hl.heavy_columns, True, hp.copies)
+    light = ParamView(plan(pp.gcq), "", names, columns, False)
+    g = pp.gcq
+    extra = [k for k in hl.key if k not in column_vars]  # a bound key (Boolean lookups): keep it in the
+    if extra:                                             # base rows so that they stay free-connex (O(1))
+        g = GCQ(g.atoms, g.predicates, list(g.output) + extra, list(g.columns) + [f"__hl_{k}" for k in extra],
+                schema=g.schema, distinct=g.distinct)
+    base = plan(g)
+    base.notes = (base.notes or []) + describe(pp, names)[:2] + hl.notes()
+    if consts:
+        return HeavyLightConstantView(base, sql, names, columns, hl=hl, heavy=heavy, light=light, hidden=len(extra),
+                                      constants=consts)
+    return HeavyLightView(base, sql, names, columns, hl=hl, heavy=heavy, light=light, hidden=len(extra))
 
 
 def _param_aggregate(gcq, sql: str, rewritten: str, placeholders: list[str], schema: dict, dialect: str):

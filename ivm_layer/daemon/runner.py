@@ -115,6 +115,8 @@ class DriverEngine:
         self.recovery_seconds = time.monotonic() - t0
         self.status = status
         self.state_fs = StateFS(cfg.checkpoint)
+        if status is not None:
+            status.init_shards(1)
         self.failed: BaseException | None = None
 
     def __call__(self, df, batch_id: int) -> None:
@@ -130,11 +132,12 @@ class DriverEngine:
         # reading the batch runs Spark jobs (Python workers may fail to start: the query is
         # started again) and touches nothing: only a failure from here on stops the engine
         cols = df.select("lsn", "seq", "tbl", "sign", "row", df["ts"].cast("double").alias("ts"))
-        seen = {"rows": 0, "lsn": None}
+        seen = {"rows": 0, "lsn": None, "bytes": 0}
         ts: list[float] = []
 
         def stream(frames):
             for frame in frames:
+                seen["bytes"] += frame.nbytes   # the batch's Arrow rows: shipped to a task as IPC, and back
                 ts.extend(t for t in frame.column("ts").to_pylist() if t is not None)
                 chunk = decode_frame(frame)
                 seen["rows"] += len(chunk)
@@ -157,6 +160,7 @@ class DriverEngine:
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
             fields = self._fields(batch_id, seen["rows"], seen["lsn"], out, ts)
+            fields["shipped_bytes"] = seen["bytes"]
             if self.cfg.sink_commit == "spark" or self.store.log_entries >= self.cfg.snapshot_every:
                 # the sinks hold the batch before Spark commits it; a snapshot replaces the log:
                 # the sinks must hold every batch in it first
@@ -216,6 +220,7 @@ class DriverEngine:
                 "lsn": lsn, "lsn_text": lsn_text(lsn) if lsn is not None else None,
                 "seconds_behind": behind,
                 "view_rows": {name: len(v) for name, v in self.state.views.items()},
+                "state_rows": sum(len(r) for r in self.state.base.values()),
                 "rebuilds": {n: k for n, k in self.state.rebuilds.items() if k}}
 
     def _report(self, fields: dict, seconds: float, cycle: float, split: dict[str, float]) -> None:
@@ -231,6 +236,8 @@ class DriverEngine:
                     seconds, cycle, fields["changes_per_s"],
                     ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
         if self.status is not None:
+            self.status.shard_batch({0: {"routed_rows": fields["rows_in"], "shipped_bytes": fields["shipped_bytes"],
+                                         "state_rows": fields["state_rows"]}})
             self.status.batch(**fields)
 
 

@@ -70,6 +70,10 @@ def parse_views(text: str) -> list[ViewDef]:
             raise IVMError(f"the views file may only hold CREATE INCREMENTAL [MATERIALIZED] VIEW "
                            f"statements, got: {first}…")
         name = stmt.name       # a key (ivm_layer.identifiers): PostgreSQL's rules
+        if stmt.epsilon is not None:  # never dropped silently
+            raise IVMError(f"view {name}: WITH (epsilon = …) is not supported in the daemon's views file: it "
+                           "chooses how parameterized views answer lookups (paper 004's heavy/light trade-off), "
+                           "and the daemon serves no lookups; use a DuckDB session or compile_view(..., epsilon=…)")
         if any(v.name == name for v in out):
             raise IVMError(f"view {name!r} is defined twice in the views file")
         out.append(ViewDef(name, stmt.select_sql, stmt.materialized, list(stmt.tables),

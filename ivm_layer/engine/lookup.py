@@ -12,20 +12,26 @@ all inputs ("input node") keeps its own tuples, so a lookup
 
 Other views keep a materialized answer map ``{input tuple: {row: multiplicity}}`` updated
 from the view's change (delta enumeration), so lookups are a dict probe there too.
+
+Range parameters (``t.ts > $since``, ``BETWEEN $lo AND $hi``; ``engine/ranges.py``) read an
+order on the compared column: in a CQAP0 view the enumeration index of the node right under
+the inputs is ordered on it (step 3 starts there with a bisection), in the answer map each
+input value's rows are. A lookup then costs O(log n + answer) (O(log n) when empty); a view
+whose compared column sits deeper in the variable order filters the rows under its inputs
+(EXPLAIN says which).
 """
 
 from __future__ import annotations
 
-import operator
 from typing import Any, Iterator
 
 from ..errors import ConcurrentModificationError, IVMError
 from ..planner import Plan
-from .answers import fold_change
+from .answers import fold_change, fold_ordered
+from .groups import OrderedGroup
 from .inputs import bind_inputs
 from .predicates import key_fn
-
-_OPS = {">": operator.gt, ">=": operator.ge, "<": operator.lt, "<=": operator.le}
+from .ranges import RangeLookup
 from .view import View
 
 
@@ -40,24 +46,44 @@ class ParamView(View):
 
     def __init__(self, plan: Plan, sql: str, params: list[str], columns: list[str], cqap0: bool,
                  copies: dict[str, list[str]] | None = None, eq_params: list[str] | None = None,
-                 ranges: list[tuple[str, str, int]] = ()):
-        super().__init__(plan, sql)
+                 ranges: list[tuple[str, str, int]] = (), indexed: list[int] = (), range_node: int | None = None,
+                 merge: bool = True):
+        """``ranges``: the range parameters ``(name, op, position of the compared value in a
+        lookup's raw row)``; ``indexed``: those the order serves (one column); ``range_node``:
+        for CQAP0, the GJT node whose enumeration index is ordered on it (None: filter the rows
+        under the inputs); ``merge``: the compared columns are not all among ``columns``."""
+        self._eq = list(eq_params) if eq_params is not None else list(params)
+        self._ranges = list(ranges)
+        # the compared columns are ordered (index, bisection): their values must be of one kind,
+        # checked per update before any change (engine/leaves.py), as for inequality joins
+        start = len(self._eq) + len(columns)
+        compared = plan.gcq.output[start:start + len(self._ranges)]
+        super().__init__(plan, sql, extra_ordered=compared)
         self.params = list(params)
         self.columns = list(columns)
         self.cqap0 = cqap0
-        self._eq = list(eq_params) if eq_params is not None else list(params)
-        # range parameters: (name, op, position of the compared value in a lookup's raw row)
-        self._ranges = list(ranges)
         self._n = len(self._eq)
         self._nout = len(self.columns)  # engine outputs (constant columns of a subclass excluded)
         self._width = self._n + len(self.columns) + len(self._ranges)
         self._copies = copies or {}
         self._split = any(len(c) > 1 for c in self._copies.values())
-        self._answers: dict[tuple, dict[tuple, int]] | None = None
+        self._answers: dict[tuple, Any] | None = None
+        if cqap0 and range_node is not None and not self._orderable(range_node):
+            range_node = None  # (not expected: the planner put the node under the inputs)
+        if cqap0 and range_node is None:
+            indexed = ()
+        self._range_node = range_node
+        self._rl = RangeLookup(self._ranges, list(indexed), self._nout, merge,
+                               distinct=plan.gcq.distinct) if self._ranges else None
+        self._sort_pos = self._ranges[indexed[0]][2] if self._ranges and indexed and not cqap0 else None
         if cqap0:
             self._prepare_lookup()
         else:
             self._answers = {}  # kept up to date by _commit (the view's own bookkeeping, not a subscriber)
+
+    def _orderable(self, node_id: int) -> bool:
+        r = self._trep.nodes.get(node_id)
+        return r is not None and r.p_index is not None and r.p_index.sort_pos is not None and not r.parent.fused
 
     def __repr__(self) -> str:
         return (f"<ivm_layer.ParamView {'CQAP0' if self.cqap0 else 'answer map'} params={self.params} "
@@ -85,32 +111,28 @@ class ParamView(View):
         if any(v is None for v in values.values()):
             return iter(())
         key = tuple(values[p] for p in self._eq)
+        rl = self._rl
+        bounds = None
+        if rl is not None:
+            rvalues = tuple(values[name] for name in rl.names)
+            bounds = rl.interval(rvalues)
+            if bounds is None:  # an empty interval ($lo > $hi)
+                return iter(())
         if self._answers is not None:
-            raw = self._iter_answer(self._answers.get(key))
+            if self._sort_pos is not None:
+                raw = self._iter_ordered(self._answers.get(key), bounds)
+            else:
+                raw = self._iter_answer(self._answers.get(key))
         else:
             env = {}
             for p, v in zip(self._eq, key):
                 for c in self._copies[p]:
                     if env.setdefault(c, v) != v:  # two parameters on one column disagree
                         return iter(())
-            raw = self._seeded(env)
-        if not self._ranges:
+            raw = self._seeded(env, bounds if self._range_node is not None else None)
+        if rl is None:
             return raw
-        return self._in_range(raw, [(values[name], op, i) for name, op, i in self._ranges])
-
-    def _in_range(self, raw, checks) -> Iterator[tuple[tuple, int]]:
-        """Rows whose range-compared values satisfy the range parameters, consolidated over
-        the columns (O(rows for the equality inputs), not O(log n))."""
-        width = self._nout
-        out: dict[tuple, int] = {}
-        try:
-            for row, m in raw:
-                if all(_OPS[op](row[i], v) for v, op, i in checks):
-                    r = row[:width]
-                    out[r] = out.get(r, 0) + m
-        except TypeError as e:
-            raise IVMError(f"a range parameter cannot be compared with the column's values: {e}") from None
-        return iter(list(out.items()))
+        return rl.finish(raw, rvalues)
 
     def _iter_answer(self, answer: dict | None) -> Iterator[tuple[tuple, int]]:
         if not answer:
@@ -120,6 +142,26 @@ class ParamView(View):
             yield item
             if self._trep.version != v0:
                 raise _stale()
+
+    def _iter_ordered(self, answer: OrderedGroup | None, bounds: tuple) -> Iterator[tuple[tuple, int]]:
+        """The rows of one input value whose indexed column lies in ``bounds``: one bisection,
+        then O(1) per row."""
+        if answer is None:
+            return iter(())
+        try:
+            if answer.edge_in(*bounds) is None:
+                return iter(())
+        except TypeError as e:
+            raise IVMError(f"a range parameter cannot be compared with the column's values: {e}") from None
+        return self._walk_buckets(answer.buckets_in(*bounds))
+
+    def _walk_buckets(self, buckets) -> Iterator[tuple[tuple, int]]:
+        v0 = self._trep.version
+        for b in buckets:
+            for item in b.items():
+                yield item
+                if self._trep.version != v0:
+                    raise _stale()
 
     def _single(self, table: str, row: Any, k: int) -> bool:
         if self._answers is not None:
@@ -135,7 +177,10 @@ class ParamView(View):
         return change
 
     def _on_change(self, change: list[tuple[tuple, int]]) -> None:
-        fold_change(self._answers, change, self._n)
+        if self._sort_pos is not None:
+            fold_ordered(self._answers, change, self._n, self._sort_pos)
+        else:
+            fold_change(self._answers, change, self._n)
 
     # -- the seeded enumeration (CQAP0) ----------------------------------------------------
     def _prepare_lookup(self) -> None:
@@ -146,7 +191,7 @@ class ParamView(View):
         def walk(r):
             for c in r.children:
                 if c.in_n:
-                    if c.p_bounds is not None or c.p_resid is not None:
+                    if (c.p_bounds is not None and c.id != self._range_node) or c.p_resid is not None:
                         raise IVMError("internal: a CQAP0 plan has an inequality edge")  # planner bug
                     order.append(c)
                     walk(c)
@@ -170,7 +215,7 @@ class ParamView(View):
         self._keyf = {r.id: key_fn(r.p_key_vars, layout[r.parent.id]) for r in order if not r.parent.fused}
         self._compile_enum()
 
-    def _seeded(self, env: dict) -> Iterator[tuple[tuple, int]]:
+    def _seeded(self, env: dict, bounds: tuple | None = None) -> Iterator[tuple[tuple, int]]:
         root = self._trep.root
         tup = {root.id: ()}
         mult: dict[int, int] = {}
@@ -185,13 +230,21 @@ class ParamView(View):
         for r in self._heads:  # step 2: an empty branch empties the answer
             if not r.parent.fused and r.p_index.groups.get(keyf[r.id](tup[r.parent.id])) is None:
                 return iter(())
-        return self._enum(tup, mult, self._trep, self._trep.version)
+        if self._range_node is not None:  # and an empty range: one bisection, O(log n)
+            r = self._trep.nodes[self._range_node]
+            try:
+                g = r.p_index.groups.get(keyf[r.id](tup[r.parent.id]))
+                if g is None or g.edge_in(*bounds) is None:
+                    return iter(())
+            except TypeError as e:
+                raise IVMError(f"a range parameter cannot be compared with the column's values: {e}") from None
+        return self._enum(tup, mult, self._trep, self._trep.version, bounds)
 
     def _compile_enum(self) -> None:
         """Generate the nested loops over the non-input nodes of N (Algorithm 1 seeded by the
         input nodes' tuples), as Python source, like the engine's own enumeration."""
-        ns: dict[str, Any] = {"_stale": _stale, "_NONE": {}}
-        lines = ["def _enum(tup, mult, trep, v0):"]
+        ns: dict[str, Any] = {"_stale": _stale, "_NONE": {}, "_NONE_ORDERED": OrderedGroup(0)}
+        lines = ["def _enum(tup, mult, trep, v0, rb):"]
         ind = "    "
         lines.append(f"{ind}t{self._trep.root.id} = ()")
         for r in self._seeds:
@@ -203,7 +256,17 @@ class ParamView(View):
                 continue
             ns[f"P{r.id}"] = r.p_index.groups
             ns[f"K{r.id}"] = self._keyf[r.id]
-            lines.append(f"{ind}for t{r.id}, m{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE).items():")
+            if r.id == self._range_node:  # the range's values, in order, from one bisection
+                lines.append(f"{ind}for b{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE_ORDERED).buckets_in(*rb):")
+                ind += "    "
+                lines.append(f"{ind}for t{r.id}, m{r.id} in b{r.id}.items():")
+            elif r.p_bounds is not None:  # an ordered index read whole (not expected under N of CQAP0)
+                lines.append(f"{ind}for b{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE_ORDERED).buckets_in("
+                             "None, False, None, False):")
+                ind += "    "
+                lines.append(f"{ind}for t{r.id}, m{r.id} in b{r.id}.items():")
+            else:
+                lines.append(f"{ind}for t{r.id}, m{r.id} in P{r.id}.get(K{r.id}(t{p.id}), _NONE).items():")
             ind += "    "
         row = "(" + "".join(f"t{h}[{j}], " for h, j in self._holders) + ")"
         mult = " * ".join(f"m{f}" for f in self._frontier) or "1"

@@ -1,7 +1,8 @@
 """What a T-representation derives and what it checks tuple by tuple, in EXPLAIN's words.
 
 :func:`derived_steps` names the steps to a parent that are derived on demand in O(log n) (the
-derived top join, the derived chains) for EXPLAIN's update cost; :func:`cost_notes` writes the
+derived top join, the derived chains) and the ordered indexes of range parameters for EXPLAIN's
+update cost; :func:`cost_notes` writes the
 ``engine:`` lines of EXPLAIN from the wired nodes. Both read a built
 :class:`~ivm_layer.engine.trep.TRep` and cost O(nodes).
 """
@@ -32,6 +33,10 @@ def derived_steps(trep: Any) -> dict[int, str]:
             out[n.node.id] = "the derived chain above it: pair counts on one order (see engine: below)"
     if trep.kchain is not None:
         out.update(trep.kchain.derived_steps())
+    for r in trep.nodes.values():  # a range parameter's ordered index (planner/params.py)
+        if r.node.order_by is not None and r.p_index is not None and r.node.id not in out:
+            why = f"the ordered index on {r.node.order_by} that range lookups bisect (sorted chunks: O(log n) per change)"
+            out[r.node.id] = ("O(log n)", why)
     return out
 
 

@@ -179,6 +179,9 @@ class TRep:
             key_vars = sorted(n.node.vars & p.node.vars)
             cross = oriented_cross(n.node, p.node)  # n_var op parent_var + c
             sort_var, on, rest = split_on_sort_var(cross)
+            ranged = sort_var is None and n.node.order_by is not None
+            if ranged:  # a range parameter's column (planner/params.py): ordered, every value read
+                sort_var = n.node.order_by
             end = n  # the lowest node of n's chain of fused nodes inside N
             while end.fused and end.children[0].in_n:
                 end = end.children[0]
@@ -196,10 +199,10 @@ class TRep:
             else:
                 n.p_index = self._index(n, key_vars, None, None, sort_var)
             n.p_key_vars = key_vars
-            n.p_bounds = compile_bounds(on, p.pos) if on else None
+            n.p_bounds = compile_bounds(on, p.pos) if on else (_unbounded if ranged else None)
             if n.chain is not None:
                 n.e_bounds = n.chain.p1_bounds(n.p_bounds)
-            n.p_sort_pos = n.pos[sort_var] if on else None
+            n.p_sort_pos = n.pos[sort_var] if on or ranged else None
             n.p_resid = compile_cross_check(rest, n.enum_pos, p.pos)
             n.p_check = compile_cross_check(cross, n.pos, p.pos)
 
@@ -351,6 +354,11 @@ class TRep:
 
 def _identity(delta: dict) -> dict:
     return delta
+
+
+def _unbounded(parent: tuple) -> tuple:
+    """The range of an ordered ``P_n`` without an inequality edge: every sort value."""
+    return None, False, None, False
 
 
 def _make_filter(pfilter):

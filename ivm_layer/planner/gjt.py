@@ -17,7 +17,7 @@ _ids = count()
 
 
 class Node:
-    __slots__ = ("id", "vars", "atom", "children", "preds", "parent", "filters", "pinned")
+    __slots__ = ("id", "vars", "atom", "children", "preds", "parent", "filters", "pinned", "order_by")
 
     def __init__(self, vars_: frozenset[str], atom: int | None = None, children: list["Node"] | None = None):
         self.id = next(_ids)
@@ -28,6 +28,9 @@ class Node:
         self.filters: list[Predicate] = []
         self.parent: Node | None = None
         self.pinned = False  # keep this node's own tuples (never fused with its child): lookups probe it
+        # a variable of this node its enumeration index P_n is ordered on although no inequality
+        # asks for it: a range parameter's column (planner/params.py), read by bisection
+        self.order_by: str | None = None
         for c in children or ():
             self.add_child(c)
 

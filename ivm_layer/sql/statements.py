@@ -37,12 +37,16 @@ class CreateIncrementalView:
     create: exp.Create | None = field(default=None, repr=False, compare=False)
     #: ``WITH (static = 'nation, region')``: tables the view treats as static (paper 003)
     static: list[str] = field(default_factory=list)
+    #: ``WITH (epsilon = 0.5)``: paper 004's heavy/light trade-off for a CQAP1 parameterized view
+    epsilon: float | None = None
 
     def definition(self, dialect: str = "duckdb") -> str:
         """A normalized statement text that :func:`classify` parses back to this statement."""
         cols = f" ({', '.join(_quote(c) for c in self.columns)})" if self.columns else ""
         mat = "MATERIALIZED " if self.materialized else ""
-        opts = f" WITH (static = '{', '.join(self.static)}')" if self.static else ""
+        items = ([f"static = '{', '.join(self.static)}'"] if self.static else []) + (
+            [f"epsilon = {self.epsilon!r}"] if self.epsilon is not None else [])
+        opts = f" WITH ({', '.join(items)})" if items else ""
         return f"CREATE INCREMENTAL {mat}VIEW {_quote(self.name)}{cols}{opts} AS {self.select_sql}"
 
 
@@ -280,7 +284,29 @@ def _parse_incremental(text: str, tokens, head: tuple[int, bool, bool], dialect:
         tables=_table_names(body),
         create=node,
         static=_static_option(node, dialect),
+        epsilon=_epsilon_option(node),
     )
+
+
+def _epsilon_option(node: exp.Create) -> float | None:
+    """The number of a ``WITH (epsilon = 0.5)`` view option (paper 004's trade-off), or None."""
+    from sqlglot import exp
+
+    props = node.args.get("properties")
+    found = None
+    for p in props.expressions if props is not None else ():
+        if not (isinstance(p, exp.Property) and isinstance(p.this, exp.Expression) and p.this.name.lower() == "epsilon"):
+            continue
+        value = p.args.get("value")
+        text = value.this if isinstance(value, exp.Literal) else None
+        try:
+            e = float(text)
+        except (TypeError, ValueError):
+            raise SQLError(f"WITH (epsilon = …) takes a number between 0 and 1, got {value.sql() if value else ''!r}") from None
+        if not 0.0 <= e <= 1.0:
+            raise SQLError(f"WITH (epsilon = …) takes a number between 0 and 1, got {text}")
+        found = e
+    return found
 
 
 def _static_option(node: exp.Create, dialect: str = "duckdb") -> list[str]:
@@ -291,9 +317,11 @@ def _static_option(node: exp.Create, dialect: str = "duckdb") -> list[str]:
     out: list[str] = []
     for p in props.expressions if props is not None else ():
         key = p.this.name.lower() if isinstance(p, exp.Property) and isinstance(p.this, exp.Expression) else ""
+        if key == "epsilon":
+            continue
         if key != "static":
-            raise SQLError(f"unknown incremental view option {p.sql()!r}: the only option is "
-                           "WITH (static = 'table, …')")
+            raise SQLError(f"unknown incremental view option {p.sql()!r}: the options are "
+                           "WITH (static = 'table, …') and WITH (epsilon = 0.5)")
         value = p.args.get("value")
         if not isinstance(value, exp.Literal) or not value.is_string:
             raise SQLError("WITH (static = …) takes a quoted, comma-separated list of table names")

@@ -14,7 +14,14 @@ import time
 import psycopg
 import pytest
 
-from ivm_layer.bench.daemon_workload import COLUMNS, SELECT, VIEWS, Daemon, Writers, create_tables
+from ivm_layer.bench.daemon_workload import (
+    COLUMNS,
+    SELECT,
+    VIEWS,
+    Daemon,
+    Writers,
+    create_tables,
+)
 
 
 def _except_all(url: str) -> tuple[int, int, int]:

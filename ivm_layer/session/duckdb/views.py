@@ -180,9 +180,10 @@ class DuckViews:
         from ...compile import compile_view  # the engine loads with the first view
 
         static = tuple(getattr(st, "static", ()) or ())
+        opts = {"epsilon": st.epsilon} if getattr(st, "epsilon", None) is not None else {}
         if static:
-            return compile_view(sql, schema, dialect="duckdb", static=static)
-        return compile_view(sql, schema, dialect="duckdb")
+            return compile_view(sql, schema, dialect="duckdb", static=static, **opts)
+        return compile_view(sql, schema, dialect="duckdb", **opts)
 
     def install(self, st: CreateIncrementalView, view: View, schema: dict, fresh_table: bool,
                 sql: str, depends: list[str]) -> ViewState:

@@ -145,6 +145,7 @@ def compile_engine_view(st: CreateIncrementalView, schema: dict, dialect: str):
     from ...compile import compile_view   # the SQL front-end loads when a view is compiled
 
     static = tuple(getattr(st, "static", ()) or ())
+    opts = {"epsilon": st.epsilon} if getattr(st, "epsilon", None) is not None else {}
     if static:
-        return compile_view(st.select_sql, schema, dialect=dialect, static=static)
-    return compile_view(st.select_sql, schema, dialect=dialect)
+        return compile_view(st.select_sql, schema, dialect=dialect, static=static, **opts)
+    return compile_view(st.select_sql, schema, dialect=dialect, **opts)
