@@ -167,10 +167,13 @@ class Daemon:
         return self
 
     def status(self) -> dict | None:
-        try:
-            with open(os.path.join(self.checkpoint, "status.json")) as f:
-                st = json.load(f)
-        except (FileNotFoundError, json.JSONDecodeError):
+        from ..daemon.status import read_status
+
+        try:      # a local directory or a URL (s3://…: the daemon's state on an object store)
+            st = read_status(self.checkpoint)
+        except (json.JSONDecodeError, OSError):
+            return None
+        if st is None:
             return None
         return st if self.proc is not None and st.get("pid") == self.proc.pid else None
 

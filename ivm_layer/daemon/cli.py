@@ -30,7 +30,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--sink", action="append", dest="sinks",
                    help="source | postgresql://… | duckdb:FILE | parquet:DIR | console (repeatable; "
                         "default: source)")
-    p.add_argument("--checkpoint", help="directory for Spark offsets and the engine state")
+    p.add_argument("--checkpoint", help="the daemon's state: a directory, or s3://bucket/prefix, gs://…, "
+                                        "hdfs://…, abfs://… (credentials from the environment)")
+    p.add_argument("--spark-checkpoint", dest="spark_checkpoint",
+                   help="Spark's checkpointLocation (default <checkpoint>/spark; with a URL --checkpoint "
+                        "a local directory, rebuilt from the daemon's state if lost)")
     p.add_argument("--master", help="local[*] (default), local[N], spark://host:7077, yarn or k8s://https://host:port "
                                     "(passed to Spark; see docs/daemon.md for what YARN and Kubernetes need)")
     p.add_argument("--shards", type=int, help="engines to run in parallel (default 1: in the driver)")
@@ -73,7 +77,7 @@ def build_parser() -> argparse.ArgumentParser:
 
 def config_from_args(args: argparse.Namespace) -> DaemonConfig:
     data = load_toml(args.config) if args.config else {}
-    for key in ("source", "views", "sinks", "checkpoint", "master", "shards", "trigger",
+    for key in ("source", "views", "sinks", "checkpoint", "spark_checkpoint", "master", "shards", "trigger",
                 "max_changes_per_batch", "name", "log_level", "set_replica_identity", "ui", "ui_port",
                 "metrics_port", "metrics_host", "driver_host", "driver_bind_address", "driver_memory",
                 "max_result_size", "sink_commit"):
@@ -99,7 +103,9 @@ def main(argv: list[str]) -> int:
                 raise IVMError("--status needs --checkpoint DIR (or --config)")
             st = read_status(cfg.checkpoint)
             if st is None:
-                print(f"no daemon status in {cfg.checkpoint} (never started there?)", file=sys.stderr)
+                from .statefs import redact
+
+                print(f"no daemon status in {redact(cfg.checkpoint)} (never started there?)", file=sys.stderr)
                 return 1
             print(json.dumps(st, indent=1) if args.json else format_status(st))
             return 0

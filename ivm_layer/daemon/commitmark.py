@@ -1,7 +1,7 @@
 """``<checkpoint>/sinks-committed.json``: the last batch the daemon's sinks hold, and its LSN.
 
-Written atomically (:func:`.state.write_atomic`, an fsync'd rename: a crash leaves the old
-file or the new one) once every sink holds a batch — with ``sink_commit = "spark"`` before the
+Written atomically (:meth:`.statefs.StateFS.write`: an fsync'd rename on a local path, one
+PUT on an object store: a crash leaves the old content or the new) once every sink holds a batch — with ``sink_commit = "spark"`` before the
 ``foreachBatch`` function returns, so before Spark writes the batch to its commit log; with
 ``"pipelined"`` by the sinks' thread, beside the next batch. Readers:
 
@@ -21,22 +21,23 @@ The daemon never reads Spark's checkpoint directory layout. O(1) per batch: one 
 from __future__ import annotations
 
 import json
-import os
 import time
+
+from .statefs import StateFS, join, read_file
 
 NAME = "sinks-committed.json"
 
 
 def marker_path(checkpoint: str) -> str:
-    return os.path.join(checkpoint, NAME)
+    """The marker's location (a path, or a URL when the checkpoint is one)."""
+    return join(checkpoint, NAME)
 
 
-def write_marker(checkpoint: str, batch_id: int, lsn: int | None) -> None:
+def write_marker(checkpoint: str | StateFS, batch_id: int, lsn: int | None) -> None:
     """Record that the sinks hold ``batch_id`` (whose last transaction ends at ``lsn``)."""
-    from .state import write_atomic
-
+    fs = checkpoint if isinstance(checkpoint, StateFS) else StateFS(checkpoint)
     data = {"batch_id": batch_id, "lsn": lsn, "at": time.time()}
-    write_atomic(marker_path(checkpoint), json.dumps(data).encode())
+    fs.write(NAME, json.dumps(data).encode())
 
 
 def read_marker(path: str | None) -> dict | None:
@@ -44,8 +45,18 @@ def read_marker(path: str | None) -> dict | None:
     if not path:
         return None
     try:
-        with open(path) as f:
-            data = json.load(f)
-    except (FileNotFoundError, ValueError):
+        raw = read_file(path)
+        data = json.loads(raw) if raw is not None else None
+    except ValueError:
         return None
     return data if isinstance(data, dict) and isinstance(data.get("batch_id"), int) else None
+
+
+def committed_lsn(path: str | None) -> int | None:
+    """The marker's ``lsn`` (what the change feed may confirm), None if absent or unreadable."""
+    try:
+        data = read_marker(path)
+    except Exception:  # noqa: BLE001 - an unreachable store confirms nothing more, it is asked again
+        return None
+    lsn = data.get("lsn") if data else None
+    return int(lsn) if isinstance(lsn, int) else None

@@ -8,7 +8,8 @@ relative to the file's directory::
     source = "postgresql://ivm@db:5432/shop"
     views = "views.sql"
     sinks = ["source", "parquet:out/"]
-    checkpoint = "/var/lib/ivm/checkpoint"
+    checkpoint = "/var/lib/ivm/checkpoint"   # or s3://bucket/prefix, gs://…, hdfs://…, abfs://…
+    spark_checkpoint = "/var/lib/ivm/spark"  # Spark's own (default: <checkpoint>/spark, see docs)
     master = "local[*]"
     shards = 1
     trigger = "1s"
@@ -74,6 +75,11 @@ class DaemonConfig:
     source: str = ""
     views: str = ""
     checkpoint: str = ""
+    #: Spark's checkpointLocation (offsets and commits; a path Spark's Hadoop client can write).
+    #: "": ``<checkpoint>/spark`` for a local checkpoint; for a URL checkpoint a local directory
+    #: under ``$XDG_STATE_HOME/ivm-layer/spark-checkpoints/<name>`` (rebuilt from the daemon's
+    #: state when lost: :mod:`.epoch`)
+    spark_checkpoint: str = ""
     sinks: list[str] = field(default_factory=lambda: ["source"])
     master: str = "local[*]"
     shards: int = 1
@@ -132,13 +138,27 @@ class DaemonConfig:
             raise ConfigError(f"--master {self.master!r}: use local[*], local[N], spark://host:port, "
                               "yarn or k8s://https://host:port")
         self._validate_spark()
-        self.checkpoint = os.path.abspath(self.checkpoint)
+        from .statefs import check_location, is_url, redact
+
+        if not is_url(self.checkpoint):
+            self.checkpoint = os.path.abspath(self.checkpoint)
+        else:
+            check_location(self.checkpoint)   # credentials in the URL are refused
         if not self.name:  # slots are cluster-wide: unique per checkpoint directory
-            base = re.sub(r"[^a-z0-9_]", "_", os.path.basename(self.checkpoint.rstrip("/")).lower())
-            digest = hashlib.sha1(self.checkpoint.encode()).hexdigest()[:8]
+            shown = redact(self.checkpoint)
+            base = re.sub(r"[^a-z0-9_]", "_", shown.rstrip("/").rsplit("/", 1)[-1].lower())
+            digest = hashlib.sha1(shown.encode()).hexdigest()[:8]
             self.name = f"ivm_{base[:24]}_{digest}"
         if not re.fullmatch(r"[a-z_][a-z0-9_]{0,40}", self.name):
             raise ConfigError(f"name {self.name!r}: use lower-case letters, digits and _ (≤ 41 chars)")
+        if not self.spark_checkpoint:
+            if not is_url(self.checkpoint):
+                self.spark_checkpoint = os.path.join(self.checkpoint, "spark")
+            else:
+                base = os.environ.get("XDG_STATE_HOME") or os.path.join(os.path.expanduser("~"), ".local", "state")
+                self.spark_checkpoint = os.path.join(base, "ivm-layer", "spark-checkpoints", self.name)
+        elif not is_url(self.spark_checkpoint):
+            self.spark_checkpoint = os.path.abspath(self.spark_checkpoint)
         self.publication = self.publication or f"{self.name}_pub"
         self.slot = self.slot or f"{self.name}_slot"
         return self
@@ -240,8 +260,8 @@ def load_toml(path: str) -> dict:
     if isinstance(data.get("sinks"), str):
         data["sinks"] = [data["sinks"]]
     base = os.path.dirname(os.path.abspath(path))
-    for key in ("views", "checkpoint"):
-        if key in data and not os.path.isabs(data[key]):
+    for key in ("views", "checkpoint", "spark_checkpoint"):
+        if key in data and not os.path.isabs(data[key]) and "://" not in data[key]:
             data[key] = os.path.join(base, data[key])
     sinks = []
     for s in data.get("sinks", []):

@@ -29,7 +29,9 @@ _LABEL = re.compile(r"^ivm daemon host=(?P<host>\S+) checkpoint=(?P<ckpt>.+)$")
 
 
 def label(checkpoint: str) -> str:
-    return f"ivm daemon host={socket.gethostname()} checkpoint={checkpoint}"
+    from .statefs import redact
+
+    return f"ivm daemon host={socket.gethostname()} checkpoint={redact(checkpoint)}"
 
 
 def mark_publication(conn, publication: str, checkpoint: str) -> None:
@@ -64,7 +66,8 @@ def clean_orphans(conn, own_publication: str) -> list[str]:
     for d in other_daemons(conn, own_publication):
         if d["active"]:
             continue
-        if d["host"] == host and not os.path.isdir(d["checkpoint"]):
+        # a URL checkpoint (s3://…) is never judged gone from here: only reported
+        if d["host"] == host and "://" not in d["checkpoint"] and not os.path.isdir(d["checkpoint"]):
             if d["slot"] is not None:
                 drop_slot(conn, d["slot"], wait=1.0)
             drop_publication(conn, d["publication"])

@@ -12,17 +12,18 @@ refused (its shards' state was split differently).
 from __future__ import annotations
 
 import json
-import os
 
 from ..errors import IVMError
 from .routing import ViewRouter
-from .state import ViewDef, write_atomic
+from .state import ViewDef
+from .statefs import StateFS, join, read_file
 
 VERSION = 1
 
 
 def plan_path(checkpoint: str) -> str:
-    return os.path.join(checkpoint, "shards", "routing.json")
+    """The plan's location (a path, or a URL when the checkpoint is one: :mod:`.statefs`)."""
+    return join(checkpoint, "shards", "routing.json")
 
 
 def table_sizes(url: str, tables: list[str]) -> dict[str, float]:
@@ -50,21 +51,20 @@ def load_or_choose(checkpoint: str, defs: list[ViewDef], types: dict, shards: in
                    sizes=None) -> tuple[dict[str, dict[str, int]], dict]:
     """Each view's shares: the recorded ones, else chosen from ``sizes()`` (called only then)
     and recorded. Returns ``(shares per view, the plan file's content)``."""
-    path = plan_path(checkpoint)
+    fs = StateFS(checkpoint)
     views = {d.name: d.select_sql for d in defs}
-    if os.path.exists(path):
-        with open(path) as f:
-            plan = json.load(f)
+    raw = fs.read("shards/routing.json")
+    if raw is not None:
+        plan = json.loads(raw)
         recorded = {v["name"]: v for v in plan.get("views", [])}
         if plan.get("shards") != shards or set(recorded) != set(views) or \
                 any(recorded[n]["sql"] != sql for n, sql in views.items()):
-            raise IVMError(f"the checkpoint {checkpoint} was started with {plan.get('shards')} shard(s) "
+            raise IVMError(f"the checkpoint {fs.label} was started with {plan.get('shards')} shard(s) "
                            f"and the views {sorted(recorded)}; its shards' state is split for those: "
                            "start with the same --shards and views, or with a new --checkpoint")
         return {n: dict(recorded[n]["shares"]) for n in views}, plan
-    shard_dir = os.path.join(checkpoint, "shards")
-    if os.path.isdir(shard_dir) and any(n != "routing.json" for n in os.listdir(shard_dir)):
-        raise IVMError(f"the checkpoint {checkpoint} holds shard state of an older version (routed by "
+    if fs.list_dirs("shards") or any(n != "routing.json" for n in fs.list("shards")):
+        raise IVMError(f"the checkpoint {fs.label} holds shard state of an older version (routed by "
                        "table occurrences, with no routing plan): start with a new --checkpoint")
     table_rows = sizes() if sizes is not None else {}
     out, entries = {}, []
@@ -73,8 +73,7 @@ def load_or_choose(checkpoint: str, defs: list[ViewDef], types: dict, shards: in
         out[d.name] = r.shares
         entries.append({"name": d.name, "sql": d.select_sql, "shares": r.shares, "scheme": r.scheme})
     plan = {"version": VERSION, "shards": shards, "table_rows": table_rows, "views": entries}
-    os.makedirs(shard_dir, exist_ok=True)
-    write_atomic(path, json.dumps(plan, indent=1).encode())
+    fs.write("shards/routing.json", json.dumps(plan, indent=1).encode())
     return out, plan
 
 
@@ -89,9 +88,9 @@ def explain(cfg) -> str:
     tables = sorted({t for d in defs for t in d.tables})
     types = {t: {c: ty for c, ty, _ in cols} for t, cols in read_schema(cfg.source, tables).items()}
     path = plan_path(cfg.checkpoint) if cfg.checkpoint else None
-    if path and os.path.exists(path):
-        with open(path) as f:
-            plan = json.load(f)
+    raw = read_file(path) if path else None
+    if raw is not None:
+        plan = json.loads(raw)
         recorded = {v["name"]: v["shares"] for v in plan.get("views", [])}
         head = f"routing recorded in {path} ({plan.get('shards')} shards)"
         shards, sizes = plan.get("shards"), plan.get("table_rows") or {}

@@ -22,6 +22,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import os
+import re
 import signal
 import sys
 import time
@@ -35,13 +36,15 @@ from .state import (
     EngineState,
     ViewDef,
     batch_changes,
-    last_batch_in,
     open_checkpoint,
     parse_views,
 )
+from .statefs import StateFS, join, redact
 from .status import StatusFile
 
 log = logging.getLogger("ivm.daemon")
+#: Spark settings whose values are credentials (``spark.hadoop.fs.s3a.secret.key``, …)
+SECRET_SETTING = re.compile(r"secret|password|passwd|token|credential|access\.key|account\.key|sas", re.IGNORECASE)
 
 
 def _lap(split: dict[str, float], name: str, t: float) -> float:
@@ -62,6 +65,28 @@ def decode_frame(table) -> list[tuple]:
     return rows
 
 
+def collect_partitions(df):
+    """``df``'s rows as pyarrow tables, one Spark partition at a time (each partition is
+    packed into one Arrow IPC stream by its task and fetched by ``toLocalIterator``, a job per
+    partition, the next one prefetched): the driver never holds more than two partitions and
+    ``spark.driver.maxResultSize`` applies to one partition, not to the whole."""
+    import pyarrow as pa
+
+    def pack(batches):
+        sink, writer = pa.BufferOutputStream(), None
+        for b in batches:
+            if writer is None:
+                writer = pa.ipc.new_stream(sink, b.schema)
+            writer.write_batch(b)
+        if writer is not None:
+            writer.close()
+            yield pa.RecordBatch.from_pydict({"ipc": [sink.getvalue().to_pybytes()]},
+                                             schema=pa.schema([("ipc", pa.binary())]))
+
+    for row in df.mapInArrow(pack, "ipc binary").toLocalIterator(prefetchPartitions=True):
+        yield pa.ipc.open_stream(row["ipc"]).read_all()
+
+
 class DriverEngine:
     """The ``foreachBatch`` function of the single-machine daemon."""
 
@@ -70,7 +95,9 @@ class DriverEngine:
         self.cfg = cfg
         types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
         self.state = EngineState(defs, types)
-        self.store = open_checkpoint(os.path.join(cfg.checkpoint, "engine"), defs)
+        self.store = open_checkpoint(join(cfg.checkpoint, "engine"), defs)
+        #: the daemon's batch id = base + Spark's (:mod:`.epoch`; set before the query starts)
+        self.base = 0
         self.sinks = sinks
         self.writer = SinkWriter(sinks)
         layouts = {d.name: view_layout(self.state.views[d.name], pg_schema, d.types, d.columns) for d in defs}
@@ -87,6 +114,7 @@ class DriverEngine:
                         "held it)", batch_id)
         self.recovery_seconds = time.monotonic() - t0
         self.status = status
+        self.state_fs = StateFS(cfg.checkpoint)
         if status is not None:
             status.init_shards(1)
         self.failed: BaseException | None = None
@@ -95,6 +123,7 @@ class DriverEngine:
         if self.failed is not None:
             raise IVMError(f"the engine failed earlier ({self.failed}); restart the daemon")
         t0 = time.monotonic()
+        batch_id += self.base
         if batch_id <= self.last:
             log.info("batch %d: already applied (replay), skipped", batch_id)
             return
@@ -102,21 +131,36 @@ class DriverEngine:
         t = time.monotonic()
         # reading the batch runs Spark jobs (Python workers may fail to start: the query is
         # started again) and touches nothing: only a failure from here on stops the engine
-        frame = df.select("lsn", "seq", "tbl", "sign", "row",
-                          df["ts"].cast("double").alias("ts")).toArrow()
-        ts = [t for t in frame.column("ts").to_pylist() if t is not None]
-        rows = decode_frame(frame)
-        shipped = frame.nbytes   # the batch's Arrow rows: shipped to a task as IPC, and back
-        changes = batch_changes(rows, self.state.base)
+        cols = df.select("lsn", "seq", "tbl", "sign", "row", df["ts"].cast("double").alias("ts"))
+        seen = {"rows": 0, "lsn": None, "bytes": 0}
+        ts: list[float] = []
+
+        def stream(frames):
+            for frame in frames:
+                seen["bytes"] += frame.nbytes   # the batch's Arrow rows: shipped to a task as IPC, and back
+                ts.extend(t for t in frame.column("ts").to_pylist() if t is not None)
+                chunk = decode_frame(frame)
+                seen["rows"] += len(chunk)
+                if chunk:
+                    top = max(r[0] for r in chunk)
+                    seen["lsn"] = top if seen["lsn"] is None else max(seen["lsn"], top)
+                yield from chunk
+
+        # the initial snapshot (the first batch of a fresh state) is collected one Spark
+        # partition (a table slice) at a time: no collect grows with the table
+        # (spark.driver.maxResultSize bounds a slice); a change batch in one collect
+        frames = collect_partitions(cols) if self.last < 0 else [cols.toArrow()]
+        changes = batch_changes(stream(frames), self.state.base)
         t = _lap(split, "read", t)
         try:
             out = self.state.apply(changes)
             t = _lap(split, "engine", t)
+            self.store.next_source_lsn = seen["lsn"]
             self.state.log(batch_id, changes)
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
-            fields = self._fields(batch_id, rows, out, ts)
-            fields["shipped_bytes"] = shipped
+            fields = self._fields(batch_id, seen["rows"], seen["lsn"], out, ts)
+            fields["shipped_bytes"] = seen["bytes"]
             if self.cfg.sink_commit == "spark" or self.store.log_entries >= self.cfg.snapshot_every:
                 # the sinks hold the batch before Spark commits it; a snapshot replaces the log:
                 # the sinks must hold every batch in it first
@@ -148,7 +192,7 @@ class DriverEngine:
         if fields["lsn"] is not None:
             from .commitmark import write_marker
 
-            write_marker(self.cfg.checkpoint, fields["batch_id"], fields["lsn"])
+            write_marker(self.state_fs, fields["batch_id"], fields["lsn"])
 
     def _fail(self, e: BaseException) -> None:
         """The engine or a sink failed: no further batch is applied (the daemon's loop stops
@@ -168,12 +212,11 @@ class DriverEngine:
             if e is not self.failed:
                 raise
 
-    def _fields(self, batch_id: int, rows: list, out: dict, ts: list) -> dict:
+    def _fields(self, batch_id: int, rows_in: int, lsn: int | None, out: dict, ts: list) -> dict:
         from ..io.postgres.snapshot import lsn_text
 
-        lsn = max((r[0] for r in rows), default=None)
         behind = round(max(0.0, time.time() - max(ts)), 3) if ts else 0.0
-        return {"batch_id": batch_id, "rows_in": len(rows), "changes_out": sum(len(c) for c in out.values()),
+        return {"batch_id": batch_id, "rows_in": rows_in, "changes_out": sum(len(c) for c in out.values()),
                 "lsn": lsn, "lsn_text": lsn_text(lsn) if lsn is not None else None,
                 "seconds_behind": behind,
                 "view_rows": {name: len(v) for name, v in self.state.views.items()},
@@ -359,13 +402,10 @@ def run(cfg: DaemonConfig) -> int:
     t_start = time.monotonic()
     with open(cfg.views) as f:
         defs = parse_views(f.read())
-    os.makedirs(cfg.checkpoint, exist_ok=True)
-    spark_ckpt = os.path.join(cfg.checkpoint, "spark")
-    engine_dir = os.path.join(cfg.checkpoint, "engine")
-    if cfg.shards == 1 and os.path.isdir(engine_dir) and last_batch_in(engine_dir) >= 0 \
-            and not os.path.isdir(os.path.join(spark_ckpt, "offsets")):
-        raise IVMError(f"the checkpoint {cfg.checkpoint} holds engine state but no Spark offsets; "
-                       "it is damaged: use a new --checkpoint")
+    state_fs = StateFS(cfg.checkpoint)
+    state_fs.ensure_root()
+    spark_ckpt = cfg.spark_checkpoint
+    engine_dir = join(cfg.checkpoint, "engine")
     # every connection of the daemon (driver, source reader, executors) is named for it, so
     # pg_stat_activity shows what it runs and that a stopped daemon left nothing behind
     os.environ["PGAPPNAME"] = f"ivm daemon {cfg.name}"[:63]
@@ -389,6 +429,27 @@ def run(cfg: DaemonConfig) -> int:
         phases.mark("engine_recovery_and_sinks")
         if engine.last >= 0:
             log.warning("recovered the engine at batch %d in %.2f s", engine.last, engine.recovery_seconds)
+    from .commitmark import read_marker
+    from .epoch import resolve
+
+    marker = read_marker(marker_path(cfg.checkpoint))
+    if engine is not None:
+        last, last_lsn = engine.last, engine.store.source_lsn
+        if last_lsn is None and marker and marker.get("batch_id") == last:
+            last_lsn = marker.get("lsn")
+    else:
+        last, last_lsn = (marker["batch_id"], marker.get("lsn")) if marker else (-1, None)
+    legacy = StateFS(spark_ckpt).exists() if spark_ckpt == os.path.join(cfg.checkpoint, "spark") else False
+    epoch = resolve(state_fs, spark_ckpt, last, last_lsn, legacy_spark_dir=legacy)
+    if epoch.rebuilt and engine is None:
+        from .shardsource import discard_after
+
+        discard_after(cfg.checkpoint, [d.name for d in defs], cfg.shards, epoch.start_lsn)
+    if engine is not None:
+        engine.base = epoch.batch_base
+    status.set(spark_checkpoint=redact(spark_ckpt), epoch={"batch_base": epoch.batch_base,
+                                                            "start_lsn": epoch.start_lsn,
+                                                            "rebuilt": epoch.rebuilt})
     spark = session.get()
     phases.mark("spark_session_wait")
     from .listener import ProgressListener
@@ -396,7 +457,8 @@ def run(cfg: DaemonConfig) -> int:
     spark.streams.addListener(ProgressListener(status))
     ui_url = spark.sparkContext.uiWebUrl
     # the settings passed through, as the running session reports them (read back)
-    conf = {k: spark.conf.get(k, None) for k in sorted(cfg.conf)}
+    # (values of settings named like a secret are not written to the status file)
+    conf = {k: "***" if SECRET_SETTING.search(k) else spark.conf.get(k, None) for k in sorted(cfg.conf)}
     status.set(ui_url=ui_url, spark_app_id=spark.sparkContext.applicationId, conf=conf)
     if ui_url:
         log.warning("Spark UI: %s", ui_url)
@@ -409,24 +471,22 @@ def run(cfg: DaemonConfig) -> int:
               .option("url", cfg.source).option("slot", cfg.slot).option("publication", cfg.publication)
               .option("tables", ",".join(tables)).option("maxChangesPerBatch", str(cfg.max_changes_per_batch))
               .option("snapshotPartitionRows", str(cfg.snapshot_partition_rows))
-              .option("statePath", engine_dir).option("commitMarker", marker_path(cfg.checkpoint)))
+              .option("statePath", engine_dir).option("commitMarker", marker_path(cfg.checkpoint))
+              .option("initialLsn", str(epoch.start_lsn)))
     if engine is not None:
         writer = reader.load().writeStream.foreachBatch(engine)
     else:
         from .shards import sharded_writer
 
-        writer = sharded_writer(spark, reader, cfg, defs, schema, sinks, status)
+        writer = sharded_writer(spark, reader, cfg, defs, schema, sinks, status, epoch.batch_base)
     writer = writer.option("checkpointLocation", spark_ckpt).queryName(cfg.name)
     secs = cfg.trigger_seconds
     writer = writer.trigger(availableNow=True) if secs is None else writer.trigger(processingTime=f"{secs} seconds")
     query = writer.start()
     phases.mark("query_start")
     startup = phases.report(spark_session_build=session.seconds)
-    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3), startup=startup)
-    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s; %s)", cfg.name,
-                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks),
-                ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
-
+    # the handlers are in place before the status says "running" (a supervisor may stop the
+    # daemon as soon as it reads that)
     stop_requested: list[int] = []
 
     def on_signal(signum, frame):
@@ -434,6 +494,11 @@ def run(cfg: DaemonConfig) -> int:
 
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
+    status.set(state="running", startup_seconds=round(time.monotonic() - t_start, 3), startup=startup)
+    log.warning("daemon %s started in %.1f s (master %s, %d shard(s), sinks %s; %s)", cfg.name,
+                time.monotonic() - t_start, cfg.master, cfg.shards, ", ".join(s.label for s in sinks),
+                ", ".join(f"{k} {v:.2f} s" for k, v in startup.items()))
+
     restarts = 0
     try:
         while not stop_requested:

@@ -40,11 +40,12 @@ class ShardSinkWriter:
     """``foreachBatch`` over the shards' output: consolidate per view, write the sinks."""
 
     def __init__(self, sinks, status, view_names: list[str], disjoint: set[str] | None = None,
-                 checkpoint: str | None = None):
+                 checkpoint: str | None = None, base: int = 0):
         self.sinks, self.status, self.views = sinks, status, view_names
         self.checkpoint = checkpoint   # where the sinks' commit marker goes (:mod:`.commitmark`)
         self.disjoint = disjoint or set()   # views whose shards' changes never share a row
         self.spark = None   # the daemon's session (its streams hold the query's progress)
+        self.base = base    # the daemon's batch id = base + Spark's (:mod:`.epoch`)
 
     def __call__(self, df, batch_id: int) -> None:
         import time
@@ -52,6 +53,7 @@ class ShardSinkWriter:
         from ..io.postgres.snapshot import lsn_text
 
         t0 = time.monotonic()
+        batch_id += self.base
         prev = previous_progress(self.spark or df.sparkSession)
         frame = df.toArrow().to_pydict()
         t_spark = time.monotonic()
@@ -125,7 +127,7 @@ def previous_progress(spark) -> str | None:
     return None
 
 
-def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sinks, status):
+def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sinks, status, base: int = 0):
     """The streaming writer for ``--shards N``: ``reader`` (the ``ivm-cdc`` reader with its
     options) read as ``ivm-cdc-shards`` (partitions = shards, engines in the Python workers,
     :mod:`.shardsource`) → sinks."""
@@ -165,6 +167,6 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
     df = (reader.format("ivm-cdc-shards")
           .option("shardSpec", shard_spec(defs, types, cfg.shards, cfg.checkpoint, cfg.snapshot_every, plans))
           .load())
-    writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint, cfg.checkpoint)
+    writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint, cfg.checkpoint, base)
     writer.spark = spark
     return df.writeStream.foreachBatch(writer)

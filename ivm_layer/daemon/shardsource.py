@@ -12,7 +12,8 @@ free worker, and a worker whose copy of the shard is behind brings it forward fr
 shard's logs (the ``catchup`` seconds of a task).
 
 Durability: every engine writes, per batch it applies, its consolidated delta to
-``<checkpoint>/shards/<view>/<shard>/log-<end LSN>`` (atomically, before the batch's output
+``<checkpoint>/shards/<view>/<shard>/log-<end LSN>`` (:mod:`.statefs`: any filesystem; one
+atomic write, a single PUT on an object store, before the batch's output
 leaves the task) and every ``snapshot_every`` logs a snapshot ``snap-<LSN>``
 (:meth:`.state.EngineState.dump`, typed JSON, no pickle). Batches are identified by Spark's
 offsets ``(start LSN, end LSN]`` (recorded by Spark before a batch runs, so a replayed batch
@@ -50,8 +51,10 @@ def shard_spec(defs, types: dict, shards: int, checkpoint: str, snapshot_every: 
     """The JSON the source is given (option ``shardSpec``): what it needs to rebuild the routers
     (``plans``: each view's recorded shares, :mod:`.routingplan`; absent: chosen as for
     tables of one row each)."""
+    from .statefs import is_url
+
     plans = plans or {}
-    return json.dumps({"shards": shards, "checkpoint": os.path.abspath(checkpoint),
+    return json.dumps({"shards": shards, "checkpoint": checkpoint if is_url(checkpoint) else os.path.abspath(checkpoint),
                        "snapshot_every": snapshot_every, "types": types,
                        "views": [{"name": d.name, "sql": d.select_sql, "materialized": d.materialized,
                                   "tables": list(d.tables), "shares": plans.get(d.name)} for d in defs]})
@@ -209,6 +212,21 @@ class ShardedCdcStreamReader(CdcStreamReader):
         yield pa.RecordBatch.from_arrays([pa.array(res[n], t) for n, t in zip(res, types)], names=list(res))
 
 
+def discard_after(checkpoint: str, views: list[str], shards: int, lsn: int) -> None:
+    """Drop the shards' logs and snapshots of batches ending after ``lsn`` (batches no sink
+    holds, before Spark's checkpoint is rebuilt from ``lsn``: :mod:`.epoch`)."""
+    from .statefs import StateFS
+
+    fs = StateFS(checkpoint)
+    for view in views:
+        for k in range(shards):
+            d = f"shards/{view}/{k}"
+            for name in fs.list(d):
+                for prefix in ("snap-", "log-"):
+                    if name.startswith(prefix) and name[len(prefix):].isdigit() and int(name[len(prefix):]) > lsn:
+                        fs.delete(f"{d}/{name}")
+
+
 # -- the shard engines (in the Python workers) ----------------------------------------------
 _CACHE: dict[tuple, ShardEngine] = {}   # per Python worker: (checkpoint, view, shard) → engine
 
@@ -219,16 +237,19 @@ def shard_engine(spec: dict, vi: int, shard: int, router) -> ShardEngine:
     key = (spec["checkpoint"], vi, shard)
     eng = _CACHE.get(key)
     if eng is None:
-        directory = os.path.join(spec["checkpoint"], "shards", router.defn.name, str(shard))
-        eng = _CACHE[key] = ShardEngine(directory, router, int(spec["snapshot_every"]))
+        from .statefs import StateFS
+
+        fs = StateFS(spec["checkpoint"]).sub(f"shards/{router.defn.name}/{shard}")
+        eng = _CACHE[key] = ShardEngine(fs, router, int(spec["snapshot_every"]))
     return eng
 
 
 class ShardEngine:
     """One view's engine for one shard, its files and the output of the last batch it ran."""
 
-    def __init__(self, directory: str, router, snapshot_every: int):
-        self.dir, self.router, self.snapshot_every = directory, router, snapshot_every
+    def __init__(self, fs, router, snapshot_every: int):
+        self.fs, self.router, self.snapshot_every = fs, router, snapshot_every
+        self.dir = fs.label
         self.state = None
         self.lsn: int | None = None          # the end LSN of the last batch in ``state``
         self.last: tuple | None = None       # (start, end, output) of the last batch run here
@@ -246,18 +267,18 @@ class ShardEngine:
         return EngineState([self.router.defn], self.router.atom_schema)
 
     def _files(self, prefix: str) -> list[int]:
-        try:
-            names = os.listdir(self.dir)
-        except FileNotFoundError:
-            return []
-        return sorted(int(n[len(prefix):]) for n in names if n.startswith(prefix) and n[len(prefix):].isdigit())
+        return sorted(int(n[len(prefix):]) for n in self.fs.list() if n.startswith(prefix) and n[len(prefix):].isdigit())
 
     def _path(self, prefix: str, lsn: int) -> str:
-        return os.path.join(self.dir, f"{prefix}{lsn:020d}")
+        return f"{prefix}{lsn:020d}"
 
     def _read(self, prefix: str, lsn: int) -> bytes:
-        with open(self._path(prefix, lsn), "rb") as f:
-            return f.read()
+        data = self.fs.read(self._path(prefix, lsn))
+        if data is None:
+            from ..errors import IVMError
+
+            raise IVMError(f"the shard state {self.dir}/{self._path(prefix, lsn)} vanished while being read")
+        return data
 
     def at(self, lsn: int) -> None:
         """Bring the engine to the state after the batch ending at ``lsn``."""
@@ -271,7 +292,7 @@ class ShardEngine:
                 from ..errors import IVMError
 
                 why = ("is missing (a checkpoint of an older version, whose shards kept their state in "
-                       "Spark's state store?)") if not os.path.isdir(self.dir) else \
+                       "Spark's state store?)") if not self.fs.exists() else \
                     f"has no snapshot at or before LSN {lsn:X} (the checkpoint is damaged)"
                 raise IVMError(f"the shard state {self.dir} {why}: start with a new --checkpoint")
             self.state = self._fresh()
@@ -287,7 +308,7 @@ class ShardEngine:
         snapshot now and then; the view's change."""
         import time
 
-        from .state import encode_changes, write_atomic
+        from .state import encode_changes
 
         self.catchup_seconds = 0.0
         if self.lsn == end and self.last is not None and self.last[:2] == (start, end):
@@ -302,8 +323,7 @@ class ShardEngine:
         except BaseException:
             self.state = None    # rebuilt from the files by the next batch
             raise
-        os.makedirs(self.dir, exist_ok=True)
-        write_atomic(self._path("log-", end), encode_changes(changes))
+        self.fs.write(self._path("log-", end), encode_changes(changes))
         self.lsn = end
         self.last = (start, end, out)
         snaps = self._files("snap-")
@@ -318,10 +338,9 @@ class ShardEngine:
             return self.last[2]
         self.state = self._fresh()
         out = self.state.apply(changes).get(self.router.defn.name, []) if changes else []
-        os.makedirs(self.dir, exist_ok=True)
         for prefix in ("snap-", "log-"):
             for x in self._files(prefix):
-                os.unlink(self._path(prefix, x))
+                self.fs.delete(self._path(prefix, x))
         self._snapshot(end, prune=False)
         self.lsn, self.last = end, (-1, end, out)
         return out
@@ -329,9 +348,7 @@ class ShardEngine:
     def _snapshot(self, lsn: int, prune: bool = True) -> None:
         """``snap-<lsn>``; then drop what only the snapshot before the previous one needed (a
         replayed batch may start before the newest snapshot, never before the previous one)."""
-        from .state import write_atomic
-
-        write_atomic(self._path("snap-", lsn), self.state.dump())
+        self.fs.write(self._path("snap-", lsn), self.state.dump())
         if not prune:
             return
         snaps = self._files("snap-")
@@ -339,10 +356,10 @@ class ShardEngine:
             return
         keep_from = snaps[-2]
         for s in snaps[:-2]:
-            os.unlink(self._path("snap-", s))
+            self.fs.delete(self._path("snap-", s))
         for x in self._files("log-"):
             if x <= keep_from:
-                os.unlink(self._path("log-", x))
+                self.fs.delete(self._path("log-", x))
 
 
 def register(spark) -> None:

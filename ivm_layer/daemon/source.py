@@ -24,14 +24,14 @@ Options: ``url``, ``publication``, ``slot``, ``tables`` (comma-separated),
 ``snapshotPartitionRows``, ``statePath`` (the engine's checkpoint directory: used to tell
 whether a replayed snapshot batch was already applied), ``commitMarker`` (the daemon's
 ``sinks-committed.json``: what the feed may confirm; a replayed snapshot batch it covers was
-applied), ``maxStagedChanges``
+applied), ``initialLsn`` (Spark's first offset: -1, the initial snapshot, or the LSN a
+daemon state ends at when Spark's checkpoint was rebuilt from it, :mod:`.epoch`), ``maxStagedChanges``
 (default: 3 × ``maxChangesPerBatch``, at least 100,000), ``partitionChanges`` (row changes per
 Spark partition of a change batch, default 50,000).
 """
 
 from __future__ import annotations
 
-import os
 import pickle
 from collections.abc import Iterator
 
@@ -101,6 +101,8 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         self.slice_rows = int(options.get("snapshotpartitionrows", 200_000))
         self.state_path = options.get("statepath")
         self.commit_marker = options.get("commitmarker")
+        #: the first offset of a Spark checkpoint rebuilt from the daemon's state (:mod:`.epoch`)
+        self.initial_lsn = int(options.get("initiallsn", -1))
         self.max_staged = int(options.get("maxstagedchanges", 0)) or max(100_000, 3 * (self.max_changes or 0))
         self.partition_changes = int(options.get("partitionchanges", 50_000))
         self.feed = None            # ChangeFeed once the stream is read
@@ -110,7 +112,7 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
     # -- offsets ------------------------------------------------------------------------
     def initialOffset(self) -> dict:
-        return {"lsn": -1}
+        return {"lsn": self.initial_lsn}
 
     def getDefaultReadLimit(self) -> ReadLimit:
         return ReadMaxRows(self.max_changes) if self.max_changes else ReadAllAvailable()
@@ -152,8 +154,13 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             rs = None
             if self._export is not None and lsn >= self._export[1].consistent_lsn:
                 rs, self._export = self._export[0], None
+            from functools import partial
+
+            from .commitmark import committed_lsn
+
+            marker = partial(committed_lsn, self.commit_marker) if self.commit_marker else None
             self.feed = daemon_feed(self.url, self.slot, self.publication, lsn, self.max_staged, stream=rs,
-                                    committed_marker=self.commit_marker)
+                                    committed_marker=marker)
         return self.feed
 
     def _create_slot(self) -> int:
@@ -181,7 +188,7 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
 
         if read_marker(self.commit_marker) is not None:
             return True
-        if not self.state_path or not os.path.isdir(self.state_path):
+        if not self.state_path:
             return False
         from .state import last_batch_in
 

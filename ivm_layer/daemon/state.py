@@ -11,11 +11,12 @@ compiles the views again, replays the log since the snapshot onto the snapshot's
 loads the result in one batch per view; a batch id at or below the recovered one is a replay
 and is skipped.
 
-Files under ``DIR`` (0700; files 0600)::
+Files under ``DIR`` (a local directory, 0700, files 0600, or a URL: :mod:`.statefs`), one
+object per batch (:mod:`.enginestore`)::
 
     views.json    the view definitions the state belongs to
-    state.snap    base rows as of a batch id (replaced atomically)
-    state.log     one line per batch applied since that snapshot (a torn last line is ignored)
+    snap-<N>      base rows covering the batch ids below N
+    logs-<N>/log-<B>  the consolidated changes of batch B (≥ N)
 
 Checkpoints of older versions (``snapshot-N.pkl``, ``log/N.pkl``: pickles) are refused,
 never loaded.
@@ -316,66 +317,81 @@ def views_fingerprint(defs: list[ViewDef]) -> str:
     return hashlib.sha256(text.encode()).hexdigest()
 
 
-_NAME = "state"   # the files' name in the checkpoint directory: state.snap, state.log
-
-
-def _refuse_pickles(directory: str) -> None:
+def _refuse_pickles(fs) -> None:
     """A checkpoint written by an older version holds pickles: never load one."""
-    log_dir = os.path.join(directory, "log")
-    old = [n for n in os.listdir(directory) if n.endswith(".pkl")]
-    if os.path.isdir(log_dir):
-        old += [n for n in os.listdir(log_dir) if n.endswith(".pkl")]
+    old = [n for n in fs.list() + fs.list("log") if n.endswith(".pkl")]
     if old:
-        raise StateError(f"the engine checkpoint {directory} was written by an older version of "
+        raise StateError(f"the engine checkpoint {fs.label} was written by an older version of "
                          f"ivm-layer as pickles ({old[0]}, …), which are never loaded (they could run "
                          "code): start over with a new --checkpoint directory (the daemon then reads "
                          "the tables again from a fresh snapshot), or delete this one")
 
 
-def open_checkpoint(directory: str, defs: list[ViewDef]) -> ckpt.CheckpointStore:
-    """The engine's checkpoint in ``directory`` (columnar, every batch fsynced): a private
-    directory, never a pickle of an older version, the definitions it was written for (a
-    fresh directory records them and starts with an empty snapshot). Load it with
-    :meth:`EngineState.recover`; :attr:`~ivm_layer.maintain.checkpoint.CheckpointStore.position`
-    is the last applied batch id (-1: none)."""
-    try:
-        ckpt.private_dir(Path(directory))
-    except ckpt.CheckpointError as e:
-        raise StateError(f"refusing the engine checkpoint: {e}") from None
-    _refuse_pickles(directory)
+def _engine_fs(location: str):
+    from .statefs import StateFS
+
+    fs = StateFS(location)
+    if fs.local and os.path.isdir(fs.root):
+        try:
+            ckpt.private_dir(Path(fs.root), create=False)
+        except ckpt.CheckpointError as e:
+            raise StateError(f"refusing the engine checkpoint: {e}") from None
+    return fs
+
+
+def open_checkpoint(location: str, defs: list[ViewDef]):
+    """The engine's checkpoint at ``location`` (a directory or a URL: :mod:`.enginestore`,
+    one object per batch): never a pickle of an older version, the definitions it was
+    written for (a fresh location records them and starts with an empty snapshot; a local
+    checkpoint of the previous layout is converted). Load it with
+    :meth:`EngineState.recover`; ``position`` is the last applied batch id (-1: none)."""
+    from .enginestore import BatchStore
+
+    fs = _engine_fs(location)
+    fs.ensure_root()
+    _refuse_pickles(fs)
     fp = views_fingerprint(defs)
-    meta = os.path.join(directory, "views.json")
-    if os.path.exists(meta):
-        with open(meta) as f:
-            have = json.load(f).get("fingerprint")
-        if have != fp:
-            raise StateError(f"the checkpoint {directory} belongs to other view definitions; "
+    meta = fs.read("views.json")
+    if meta is not None:
+        if json.loads(meta).get("fingerprint") != fp:
+            raise StateError(f"the checkpoint {fs.label} belongs to other view definitions; "
                              "use a new --checkpoint directory after changing the views file")
     else:
-        write_atomic(meta, json.dumps({"fingerprint": fp, "views": [d.name for d in defs]}).encode())
-    store = ckpt.CheckpointStore(Path(directory), _NAME, columnar=True, sync_each=True)
-    if not store.snap_path.exists():   # a fresh checkpoint: an empty snapshot starts the log
-        if store.log_path.exists():
-            raise StateError(f"the engine checkpoint {directory} has a change log but lost its "
-                             "snapshot; use a new --checkpoint")
-        store.write_snapshot({"batch": -1}, {}, -1)
-    else:
-        store.position = last_batch_in(directory)
+        fs.write("views.json", json.dumps({"fingerprint": fp, "views": [d.name for d in defs]}).encode())
+    store = BatchStore(fs)
+    try:
+        if fs.local and store.convert_legacy(fs.root):
+            log.warning("converted the engine checkpoint %s to the per-batch layout", fs.label)
+        if not store.has_snapshot():   # a fresh checkpoint: an empty snapshot starts the log
+            if any(n.startswith("logs-") for n in store.fs.list_dirs()):
+                raise StateError(f"the engine checkpoint {fs.label} has a change log but lost its "
+                                 "snapshot; use a new --checkpoint")
+            store.write_snapshot({"batch": -1}, {}, -1)
+        else:
+            store.position, store.source_lsn = store.read_position()
+    except ckpt.CheckpointError as e:
+        raise StateError(f"refusing the engine checkpoint: {e}") from None
     return store
 
 
-def last_batch_in(directory: str) -> int:
-    """The last applied batch id recorded in ``directory`` (-1 if none), read-only."""
-    _refuse_pickles(directory)
+def last_batch_in(location: str) -> int:
+    """The last applied batch id recorded at ``location`` (-1 if none), read-only."""
+    from .enginestore import BatchStore
+
+    fs = _engine_fs(location)
+    _refuse_pickles(fs)
     try:
-        pos = ckpt.read_position(Path(directory), _NAME)
+        if fs.local and os.path.exists(os.path.join(fs.root, "state.snap")):   # the previous layout
+            pos = ckpt.read_position(Path(fs.root), "state")
+            return -1 if pos is None else pos
+        return BatchStore(fs).read_position()[0]
     except ckpt.CheckpointError as e:
         raise StateError(f"refusing the engine checkpoint: {e}") from None
-    return -1 if pos is None else pos
 
 
 def write_atomic(path: str, data: bytes) -> None:
-    """Write ``data`` to ``path`` so that a crash leaves the old file or the new one."""
+    """Write ``data`` to the local ``path`` so that a crash leaves the old file or the new one
+    (the parquet sink's files; the daemon's state goes through :mod:`.statefs`)."""
     tmp = f"{path}.tmp-{os.getpid()}"
     with open(tmp, "wb") as f:
         f.write(data)

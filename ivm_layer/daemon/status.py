@@ -1,6 +1,7 @@
 """The status file of a running daemon: ``<checkpoint>/status.json``, rewritten after every batch.
 
-``ivm daemon --status --checkpoint DIR`` prints it, and says whether the process that wrote
+Written with :mod:`.statefs` (one PUT on an object store). ``ivm daemon --status --checkpoint DIR``
+prints it, and says whether the process that wrote
 it is still alive.
 """
 
@@ -11,11 +12,14 @@ import os
 import threading
 import time
 
-from .state import write_atomic
+from .statefs import StateFS, join, read_file
+
+NAME = "status.json"
 
 
 def status_path(checkpoint: str) -> str:
-    return os.path.join(checkpoint, "status.json")
+    """The status file's location (a path, or a URL when the checkpoint is one)."""
+    return join(checkpoint, NAME)
 
 
 class StatusFile:
@@ -24,8 +28,12 @@ class StatusFile:
 
     def __init__(self, checkpoint: str, name: str, master: str, shards: int):
         self.path = status_path(checkpoint)
+        self.fs = StateFS(checkpoint)
         self._lock = threading.RLock()
-        self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shard_count": shards,
+        import socket
+
+        self.data = {"daemon": name, "pid": os.getpid(), "host": socket.gethostname(), "master": master,
+                     "shard_count": shards,
                      "shards": [], "state": "starting", "started_at": time.time(), "batches": 0,
                      "rows_in_total": 0, "changes_in": 0, "changes_out_total": 0, "last_batch": None,
                      "sinks_committed_batch": None, "spark_committed_batch": None, "progress": None}
@@ -100,16 +108,12 @@ class StatusFile:
     def write(self) -> None:
         with self._lock:
             self.data["updated_at"] = time.time()
-            os.makedirs(os.path.dirname(self.path), exist_ok=True)
-            write_atomic(self.path, json.dumps(self.data, indent=1, default=str).encode())
+            self.fs.write(NAME, json.dumps(self.data, indent=1, default=str).encode())
 
 
 def read_status(checkpoint: str) -> dict | None:
-    try:
-        with open(status_path(checkpoint)) as f:
-            return json.load(f)
-    except FileNotFoundError:
-        return None
+    raw = read_file(status_path(checkpoint))
+    return None if raw is None else json.loads(raw)
 
 
 def _alive(pid: int) -> bool:
@@ -124,7 +128,11 @@ def _alive(pid: int) -> bool:
 
 def format_status(st: dict) -> str:
     """A human-readable summary of a status dict."""
-    alive = _alive(int(st.get("pid", 0))) if st.get("pid") else False
+    import socket
+
+    elsewhere = st.get("host") not in (None, socket.gethostname())
+    # a daemon on another host (its state on an object store) is taken at its word
+    alive = True if elsewhere else _alive(int(st.get("pid", 0))) if st.get("pid") else False
     state = st.get("state", "?")
     started = st.get("started_at", time.time())
     if state in ("running", "starting") and alive:
@@ -134,7 +142,8 @@ def format_status(st: dict) -> str:
             state = "stopped (the process is gone: crashed or killed)"
         end = st.get("stopped_at") or st.get("updated_at") or started
         ran = f"ran {end - started:.0f} s, stopped {time.time() - end:.0f} s ago"
-    lines = [f"daemon {st.get('daemon')}  pid {st.get('pid')}  {state}",
+    where = f" on {st['host']}" if elsewhere else ""
+    lines = [f"daemon {st.get('daemon')}  pid {st.get('pid')}{where}  {state}",
              f"master {st.get('master')}  shards {st.get('shard_count', st.get('shards'))}  {ran}",
              (f"batches {st.get('batches')}  rows in {st.get('rows_in_total')}  "
               f"view changes out {st.get('changes_out_total')}")]

@@ -116,8 +116,12 @@ def test_recovery_is_snapshot_plus_log_and_equals_applying_everything(tmp_path, 
     reopened = open_checkpoint(str(tmp_path), DEFS)
     assert again.recover(reopened)[0] == 13 and reopened.log_entries == 4
     assert _base(again) == _base(st) and _views(again) == _views(st) == _oracle(st)
-    assert sorted(os.listdir(tmp_path)) == ["state.log", "state.snap", "views.json"]
-    assert all(os.stat(tmp_path / n).st_mode & 0o077 == 0 for n in ("state.log", "state.snap"))
+    # one object per batch since the last snapshot (snap-10 covers batches 0-9), nothing older
+    assert sorted(os.listdir(tmp_path)) == [f"logs-{10:020d}", f"snap-{10:020d}", "views.json"]
+    logs = tmp_path / f"logs-{10:020d}"
+    assert sorted(os.listdir(logs)) == [f"log-{b:020d}" for b in (10, 11, 12, 13)]
+    files = [tmp_path / f"snap-{10:020d}", tmp_path / "views.json", *logs.iterdir()]
+    assert all(os.stat(p).st_mode & 0o077 == 0 for p in [*files, logs])
     # the recovered store goes on: more batches, recover again
     for b, ch in enumerate(_stream(seed + 100, 3), start=14):
         again.apply(ch)
@@ -127,49 +131,75 @@ def test_recovery_is_snapshot_plus_log_and_equals_applying_everything(tmp_path, 
     assert _views(third) == _views(again) == _oracle(again)
 
 
-def test_torn_last_log_line_is_ignored_and_cut(tmp_path):
+def test_a_gap_in_the_log_is_refused_and_leftovers_are_ignored(tmp_path):
+    """Objects are written whole (no torn line); a missing batch in the middle of the log is
+    damage, refused; logs a newer snapshot covers (a crash before they were deleted) are
+    ignored."""
     st = _state()
     store = open_checkpoint(str(tmp_path), DEFS)
     batches = list(_stream(7, 6))
     for b, ch in enumerate(batches[:5]):
         st.apply(ch)
         store.append(b, ch)
-    with open(tmp_path / "state.log", "a") as f:     # a crash in the middle of batch 5's line
-        f.write(json.dumps({"lsn": 5, "changes": {}})[:9])
     assert last_batch_in(str(tmp_path)) == 4
+    log2 = tmp_path / f"logs-{0:020d}" / f"log-{2:020d}"
+    kept = log2.read_bytes()
+    log2.unlink()
+    with pytest.raises(StateError, match="log of batch 2 is missing"):
+        _recover(str(tmp_path), DEFS, _state())
+    log2.write_bytes(kept)
+    os.chmod(log2, 0o600)
+    store.write_snapshot({"batch": 4}, st.base, 4)
+    assert not log2.parent.exists()                      # the snapshot's older logs are gone
+    log2.parent.mkdir(mode=0o700)
+    log2.write_bytes(kept)                               # as if the deletes had not run
     again = _state()
     store2 = open_checkpoint(str(tmp_path), DEFS)
     assert again.recover(store2)[0] == 4
     assert _views(again) == _views(st)
     again.apply(batches[5])
-    store2.append(5, batches[5])                      # appended after the cut tail, not onto it
+    store2.append(5, batches[5])
     third = _state()
     assert _recover(str(tmp_path), DEFS, third) == 5
     assert _views(third) == _views(again) == _oracle(again)
 
 
+def test_a_checkpoint_of_the_previous_layout_is_converted_exactly(tmp_path):
+    """``state.snap`` + appended ``state.log`` (the previous release) become objects, with the
+    logged batches kept apart (``hold_after``: a sink may still lack them)."""
+    from pathlib import Path
+
+    from ivm_layer.maintain.checkpoint import CheckpointStore
+
+    st = _state()
+    old = CheckpointStore(Path(tmp_path), "state", columnar=True, sync_each=True)
+    batches = list(_stream(4, 6))
+    old.write_snapshot({"batch": -1}, {}, -1)
+    for b, ch in enumerate(batches):
+        st.apply(ch)
+        old.append(b, ch)
+        if b == 2:
+            old.write_snapshot({"batch": 2}, st.base, 2)
+    old.close()
+    assert last_batch_in(str(tmp_path)) == 5
+    again = _state()
+    store = open_checkpoint(str(tmp_path), DEFS)
+    last, held = again.recover(store, hold_after=4)
+    assert last == 5 and [b for b, _ in held] == [5]
+    for _, ch in held:
+        again.apply(ch)
+    assert _views(again) == _views(st) == _oracle(st)
+    assert not (tmp_path / "state.snap").exists() and not (tmp_path / "state.log").exists()
+
+
 def test_a_lost_snapshot_is_not_mistaken_for_a_fresh_checkpoint(tmp_path):
     store = open_checkpoint(str(tmp_path), DEFS)
     store.append(0, next(_stream(2, 1)))
-    (tmp_path / "state.snap").unlink()
+    for n in os.listdir(tmp_path):
+        if n.startswith("snap-"):
+            (tmp_path / n).unlink()
     with pytest.raises(StateError, match="lost its snapshot"):
         open_checkpoint(str(tmp_path), DEFS)
-
-
-def test_a_log_of_another_snapshot_is_not_replayed(tmp_path):
-    """A crash after the new snapshot was renamed into place but before its log replaced the
-    old one: the old log (whose batches the snapshot includes) is ignored."""
-    st = _state()
-    store = open_checkpoint(str(tmp_path), DEFS)
-    for b, ch in enumerate(_stream(3, 6)):
-        st.apply(ch)
-        store.append(b, ch)
-    old_log = (tmp_path / "state.log").read_bytes()
-    store.write_snapshot({"batch": 5}, st.base, 5)
-    (tmp_path / "state.log").write_bytes(old_log)
-    again = _state()
-    assert _recover(str(tmp_path), DEFS, again) == 5
-    assert _views(again) == _views(st)
 
 
 def test_no_pickle_is_ever_loaded(tmp_path):
@@ -193,13 +223,14 @@ def test_no_pickle_is_ever_loaded(tmp_path):
     ch = next(_stream(1, 1))
     st.apply(ch)
     store.append(0, ch)
-    (new / "state.snap").write_bytes(payload)
-    os.chmod(new / "state.snap", 0o600)
+    snap = new / f"snap-{0:020d}"
+    snap.write_bytes(payload)
+    os.chmod(snap, 0o600)
     with pytest.raises(StateError, match="malformed"):
         _recover(str(new), DEFS, _state())
     store.write_snapshot({"batch": 0}, st.base, 0)
-    with open(new / "state.log", "ab") as f:
-        f.write(payload + b"\n")
+    (new / f"logs-{1:020d}").mkdir(mode=0o700)
+    (new / f"logs-{1:020d}" / f"log-{1:020d}").write_bytes(payload + b"\n")
     with pytest.raises(StateError, match="malformed"):
         _recover(str(new), DEFS, _state())
     # 3. the shards' in-memory snapshot (EngineState.load) refuses a pickle

@@ -339,7 +339,7 @@ DAEMON_RECONNECT_SECONDS = 300.0
 
 
 def daemon_feed(url: str, slot: str, publication: str, start_lsn: int, max_staged: int = 300_000,
-                stream: ReplicationStream | None = None, committed_marker: str | None = None) -> ChangeFeed:
+                stream: ReplicationStream | None = None, committed_marker=None) -> ChangeFeed:
     """The daemon's feed of ``slot``: changes only (no logical messages), the walsender's
     decoding memory raised (:func:`replication_url`), a full stage held (the consumer commits
     within seconds), idle positions confirmed, and — with ``committed_marker`` — what the
@@ -358,7 +358,9 @@ def daemon_feed(url: str, slot: str, publication: str, start_lsn: int, max_stage
 
     if stream is not None:
         stream.start(slot, publication, start_lsn, messages=False)
-    source = (lambda: committed_offset(committed_marker)) if committed_marker else None
+    # a path (a JSON file with "lsn") or a callable returning the committed LSN (or None)
+    source = committed_marker if callable(committed_marker) else \
+        (lambda: committed_offset(committed_marker)) if committed_marker else None
     return ChangeFeed(open_stream, slot, start_lsn, stream=stream, max_staged=max_staged,
                       confirm_idle=True, committed_source=source,
                       reconnect_seconds=DAEMON_RECONNECT_SECONDS, logger=logging.getLogger("ivm.daemon"))
