@@ -12,7 +12,8 @@ from :data:`COLUMNS_MIN` rows, and built into the indexes in bulk from :data:`BU
   in join/compared columns and value kinds checked per column; a filter applied with ``filter``;
 * indexes (:func:`apply_index`): the delta grouped by key in one pass; a new hash group is
   ``dict.fromkeys``/``dict`` of its tuples, a new ordered group is built from its tuples sorted
-  once (:meth:`OrderedGroup.from_items`); an existing group takes its tuples one by one;
+  once (:meth:`OrderedGroup.from_items`); an existing hash group takes tuples it does not hold,
+  once each, in one ``dict.update``; any other existing group takes its tuples one by one;
 * steps up (:func:`propagate`): a projection consolidates per parent tuple; a guard step on an
   equality key multiplies by the sibling group's total once per distinct tuple; the first
   step of another kind hands the (by then consolidated) delta to the generated per-tuple code.
@@ -214,6 +215,10 @@ def apply_index(idx: Any, delta: dict) -> None:
             g = HashGroup.from_items(items) if sp is None else OrderedGroup.from_items(sp, items)
             if g.total or len(g):
                 groups[k] = g
+            continue
+        if sp is None and distinct and ones and g.keys().isdisjoint(kcs):
+            dict.update(g, dict.fromkeys(kcs, 1))   # new tuples once each: C-level, no add()
+            g.total += len(kcs)
             continue
         add = g.add
         for c, d in zip(kcs, kds):

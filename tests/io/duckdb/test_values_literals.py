@@ -154,3 +154,22 @@ def test_through_a_session_values_inserts_use_the_rewrite_and_the_views_stay_exa
                 sorted(s.execute(sql).fetchall(), key=repr), (name, step)
     assert calls and all(calls)
     s.close()
+
+
+def test_a_failing_values_insert_outside_a_transaction_leaves_the_views_as_they_were():
+    from ivm_layer.errors import IntegrityError
+
+    s = connect()
+    s.execute("CREATE TABLE k (id BIGINT PRIMARY KEY, v INTEGER)")
+    s.execute("CREATE INCREMENTAL VIEW kv AS SELECT v, count(*) AS n FROM k GROUP BY v")
+    s.execute("INSERT INTO k VALUES (1, 10), (2, 10), (3, 20)")
+    with pytest.raises(IntegrityError):
+        s.execute("INSERT INTO k VALUES (4, 30), (1, 40)")        # the second row breaks the key
+    s.execute("INSERT OR IGNORE INTO k VALUES (2, 50), (5, 20)")   # one row ignored: not the fast path
+    want = sorted(s.execute("SELECT v, count(*) FROM k GROUP BY v").fetchall())
+    assert sorted(s.execute("SELECT * FROM kv").fetchall()) == want == [(10, 2), (20, 2)]
+    s.execute("BEGIN")
+    s.execute("INSERT INTO k VALUES (6, 60)")
+    s.execute("ROLLBACK")
+    assert sorted(s.execute("SELECT * FROM kv").fetchall()) == want
+    s.close()
