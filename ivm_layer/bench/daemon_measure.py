@@ -16,7 +16,11 @@
         [--quick] [--shared-buffers 512MB] [--out result.json]
 
 ``--shards 2`` runs the same with two shards; ``--shards 1,2`` runs one shard, then two, on the
-same server (``daemon_shards_1``, ``daemon_shards_2``); ``--sink-commit pipelined,spark`` runs the
+same server (``daemon_shards_1``, ``daemon_shards_2``; each with the per-shard ``routed_rows``,
+``state_rows`` and bytes shipped to the shards' tasks, per batch and per change, from ``--status``;
+``planner_shipped_per_batch``: the bytes of one batch's partitions as the planner pickles them, no
+Spark); ``--compare-root DIR`` runs the daemon of another source tree next to this one's at each
+shard count (a before/after on the same server); ``--sink-commit pipelined,spark`` runs the
 daemon with each ``sink_commit`` in turn (``daemon_pipelined``, ``daemon_spark``: the cost of
 committing a batch to Spark only once its sinks hold it); ``--standalone`` starts a Spark
 standalone master with two one-core workers on 127.0.0.1 (ivm_layer/bench/standalone_cluster.py) and
@@ -34,7 +38,7 @@ import time
 
 import psycopg
 
-from .daemon_workload import Daemon
+from .daemon_workload import ROOT, Daemon
 from .pg_cluster import SERVER_SETTINGS, Cluster
 
 #: the measured views: a 3-way join with an inequality (about 10 view rows per change of r)
@@ -119,9 +123,13 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
     dargs = ["--source", url, "--views", views, "--set-replica-identity", "--master", args.master,
              "--trigger", "1s", "--shards", str(args.shards), "--sink-commit", args.sink_commit]
     ckpt, log = os.path.join(tmp, "ckpt"), os.path.join(tmp, "daemon.log")
-    d = Daemon(dargs, ckpt, log).start()
+    d = Daemon(dargs, ckpt, log, root=args.daemon_root).start()
     try:
         st = d.wait(lambda s: s.get("batches", 0) >= 1, 600, "snapshot")
+        res["base_rows"] = BASE_ROWS
+        res["snapshot_routed_rows"] = routed_in_log(log)
+        res["routing"] = st.get("routing")
+        res["snapshot_shards"] = st.get("shards") if isinstance(st.get("shards"), list) else None
         res["cold_start_to_snapshot_applied_s"] = round(time.monotonic() - d.started, 1)
         res["startup_until_query_started_s"] = st.get("startup_seconds")
         res["startup_split_s"] = st.get("startup")
@@ -131,11 +139,13 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
         res["one_row_commit_to_applied_s"], res["one_row_batch_inside_foreachBatch_s"] = lat, inner
         # sustained: a backlog of changes in 500-row transactions
         n = args.changes
+        before = d.status()
         t0 = time.monotonic()
         marker = backlog(url, n)
         written = time.monotonic() - t0
         st = d.wait_lsn(marker - 1, timeout=1800)
         total = time.monotonic() - t0
+        res["backlog_shards"] = shard_deltas(before, st)
         res["sustained"] = {"changes": n, "write_s": round(written, 1), "applied_after_s": round(total, 1),
                             "changes_per_s": round(n / total), "view_rows": st["last_batch"].get("view_rows")}
         res["sustained"]["batches"] = batch_splits(log)
@@ -172,6 +182,74 @@ def measure_daemon(cluster: Cluster, args, tmp: str) -> dict:
         if d.proc.poll() is None:
             d.kill9()
     return res
+
+
+#: the rows ``load`` writes (r, s, t)
+BASE_ROWS = 20_000 + 2_000 + 20
+
+
+def routed_in_log(log: str) -> int | None:
+    """The snapshot batch's routed rows as the daemon logged them (any version's log line)."""
+    import re
+
+    with open(log) as f:
+        for line in f:
+            m = re.search(r"batch 0: (\d+) (?:routed )?rows in", line)
+            if m:
+                return int(m.group(1))
+    return None
+
+
+def shard_deltas(before: dict | None, after: dict) -> dict | None:
+    """Per shard over the backlog: rows routed, bytes shipped to its tasks, rows held at the
+    end; and the bytes shipped per batch and per change (``--status``'s ``shards``)."""
+    b_sh, a_sh = (before or {}).get("shards"), after.get("shards")
+    if not isinstance(a_sh, list) or not a_sh:
+        return None
+    prev = {x["shard"]: x for x in b_sh} if isinstance(b_sh, list) else {}
+    per = [{"shard": x["shard"], "routed_rows": x["routed_rows"] - prev.get(x["shard"], {}).get("routed_rows", 0),
+            "shipped_bytes": x["shipped_bytes"] - prev.get(x["shard"], {}).get("shipped_bytes", 0),
+            "state_rows": x["state_rows"]} for x in a_sh]
+    batches = after["batches"] - (before or {}).get("batches", 0)
+    changes = after.get("changes_in", 0) - (before or {}).get("changes_in", 0)
+    shipped = sum(x["shipped_bytes"] for x in per)
+    return {"per_shard": per, "batches": batches, "changes_in": changes, "shipped_bytes": shipped,
+            "shipped_bytes_per_batch": round(shipped / batches) if batches else None,
+            "shipped_bytes_per_change": round(shipped / changes, 1) if changes else None}
+
+
+def shipped_by_planner(root: str, shards: int, changes: int, view: str) -> dict:
+    """Without Spark: the bytes Spark ships to the tasks of one change batch of ``changes``
+    inserts into r (500-row transactions, as :func:`backlog`), as the ``ivm-cdc-shards``
+    planner of the tree ``root`` builds its partitions (each pickled as Spark pickles it)."""
+    import subprocess
+    import sys
+
+    code = f"""
+import datetime, json, pickle, tempfile
+from ivm_layer.daemon import shardsource
+from ivm_layer.daemon.state import ViewDef
+from ivm_layer.io.postgres.pgoutput import Transaction
+types = {{"r": {{"a": "integer", "k": "integer"}}, "s": {{"k": "integer", "x": "integer"}},
+          "t": {{"y": "integer", "tag": "text"}}}}
+d = ViewDef("v3", {SELECTS[view]!r}, True, ["r", "s", "t"] if " t " in {SELECTS[view]!r} else ["r", "s"])
+spec = shardsource.shard_spec([d], types, {shards}, tempfile.mkdtemp(), 100)
+reader = shardsource.ShardedCdcStreamReader({{"url": "postgresql://x", "slot": "s", "publication": "p",
+                                             "tables": ",".join(d.tables), "shardSpec": spec}})
+now = datetime.datetime.now(datetime.UTC)
+txns = []
+for lo in range(0, {changes}, 500):
+    t = Transaction(xid=lo, final_lsn=lo + 1, commit_lsn=lo + 1, end_lsn=lo + 1, commit_time=now)
+    t.changes["r"] = [((100_000 + g, g % 2000), 1) for g in range(lo, min({changes}, lo + 500))]
+    txns.append(t)
+parts = reader.route(0, {changes}, txns)
+print(json.dumps({{"tasks": len(parts), "bytes": sum(len(pickle.dumps(p, protocol=5)) for p in parts)}}))
+"""
+    out = subprocess.run([sys.executable, "-c", code], cwd=root, env=dict(os.environ, PYTHONPATH=root),
+                         capture_output=True, text=True, check=True).stdout
+    got = json.loads(out)
+    got["bytes_per_change"] = round(got["bytes"] / changes, 1)
+    return got
 
 
 def batch_splits(log: str) -> list[str]:
@@ -237,6 +315,10 @@ def main() -> None:
                     "cluster's 64MB), e.g. 512MB")
     ap.add_argument("--sink-commit", default="pipelined",
                     help="the daemon's sink_commit, or a list to compare: pipelined,spark")
+    ap.add_argument("--daemon-root", help="run the daemon from this source tree (a baseline, e.g. "
+                    "`git archive main | tar -x -C DIR`); default: this tree")
+    ap.add_argument("--compare-root", help="also run each shard count with the daemon of this tree "
+                    "(keys daemon_shards_N_baseline), alternating with this tree's, on the same server")
     ap.add_argument("--out")
     args = ap.parse_args()
     res: dict = {"shards": args.shards, "view": args.view, "master": args.master,
@@ -253,14 +335,26 @@ def main() -> None:
         tmp = tempfile.mkdtemp(prefix="ivm-measure-")
         shard_counts = [int(x) for x in str(args.shards).split(",")]
         commits = str(args.sink_commit).split(",")
+        roots = [(args.compare_root, "_baseline"), (args.daemon_root, "")] if args.compare_root else \
+            [(args.daemon_root, "")]
         for n in shard_counts:   # --shards 1,2: each next to the other, on the same cluster
-            for i, mode in enumerate(commits):   # pipelined,spark,pipelined,spark: alternated
-                args.shards, args.sink_commit = n, mode
-                key = "daemon" + ("" if len(shard_counts) == 1 else f"_shards_{n}") + \
-                    ("" if len(commits) == 1 else f"_{mode}") + \
-                    (f"_{commits[:i].count(mode) + 1}" if commits.count(mode) > 1 else "")
-                os.makedirs(os.path.join(tmp, key))
-                res[key] = measure_daemon(cluster, args, os.path.join(tmp, key))
+            for root, suffix in roots:
+                args.daemon_root = root
+                for i, mode in enumerate(commits):   # pipelined,spark,pipelined,spark: alternated
+                    args.shards, args.sink_commit = n, mode
+                    key = "daemon" + ("" if len(shard_counts) == 1 else f"_shards_{n}") + \
+                        ("" if len(commits) == 1 else f"_{mode}") + \
+                        (f"_{commits[:i].count(mode) + 1}" if commits.count(mode) > 1 else "") + suffix
+                    os.makedirs(os.path.join(tmp, key))
+                    try:
+                        res[key] = measure_daemon(cluster, args, os.path.join(tmp, key))
+                    except AssertionError as e:   # a daemon that failed (e.g. a Python worker that
+                        # did not start in time on a loaded machine): recorded, the others still run
+                        res[key] = {"error": str(e).splitlines()[0][:300]}
+                    res[key]["load_average_after"] = [round(x, 2) for x in os.getloadavg()]
+                    if n > 1:   # the planner's partitions for one backlog-sized batch, no Spark
+                        res[key]["planner_shipped_per_batch"] = shipped_by_planner(
+                            root or ROOT, n, min(args.changes, 10_000), args.view)
         if not args.no_session:
             res["session"] = measure_session(cluster, args.changes, tmp, SELECTS[args.view])
     res["load_average_at_end"] = [round(x, 2) for x in os.getloadavg()]

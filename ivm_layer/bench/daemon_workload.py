@@ -150,17 +150,19 @@ def materialized(url: str, view: str = "v3", columns: str = COLUMNS) -> Counter:
 class Daemon:
     """``python -m ivm_layer daemon …`` in its own process group."""
 
-    def __init__(self, args: list[str], checkpoint: str, log_path: str, env: dict[str, str] | None = None):
+    def __init__(self, args: list[str], checkpoint: str, log_path: str, env: dict[str, str] | None = None,
+                 root: str | None = None):
         self.args, self.checkpoint, self.log_path = args, checkpoint, log_path
         self.env = env or {}
+        self.root = root or ROOT   # the source tree the daemon runs from (a benchmark's baseline)
         self.proc: subprocess.Popen | None = None
 
     def start(self) -> Daemon:
-        env = dict(os.environ, PYTHONPATH=ROOT) | self.env
+        env = dict(os.environ, PYTHONPATH=self.root) | self.env
         self.log = open(self.log_path, "ab")
         self.started = time.monotonic()
         self.proc = subprocess.Popen([sys.executable, "-m", "ivm_layer", "daemon", *self.args,
-                                      "--checkpoint", self.checkpoint], cwd=ROOT, env=env,
+                                      "--checkpoint", self.checkpoint], cwd=self.root, env=env,
                                      stdout=self.log, stderr=subprocess.STDOUT, start_new_session=True)
         return self
 

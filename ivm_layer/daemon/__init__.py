@@ -10,7 +10,11 @@ Spark does ingestion, batching, offsets, checkpoints and scale-out; the engine
 - :mod:`.sinks`       idempotent per-batch-id sinks: PostgreSQL, DuckDB, Parquet, console
 - :mod:`.rowdigest`   the sink tables' row keys, 128-bit digests computed a column at a time
 - :mod:`.sinkwriter`  the sinks written on a background thread beside the next batch
-- :mod:`.shards`      routing changes to shards (hash or grid) for ``--shards N``
+- :mod:`.shares`      the Shares/HyperCube choice over a view's join variables (pure Python)
+- :mod:`.routing`     a view's rows to shards by those shares (per table occurrence)
+- :mod:`.routingplan` the plan recorded with a sharded checkpoint; ``--explain``
+- :mod:`.shardsource` ``ivm-cdc-shards``: one input partition per shard, the shard engines
+- :mod:`.shards`      the sharded query's writer: the shards' changes merged into the sinks
 - :mod:`.runner`      the streaming query: one engine in the driver, or shards in state
 - :mod:`.status`      the status file a running daemon rewrites every batch
 - :mod:`.commitmark`  the marker of the last batch the sinks hold (what the slot may confirm)

@@ -6,6 +6,7 @@
                [--driver-host H] [--driver-bind-address A] [--driver-memory 4g] [--max-result-size 2g]
     ivm daemon --config daemon.toml [flags overriding the file]
     ivm daemon --status --checkpoint DIR
+    ivm daemon --explain --source … --views views.sql --shards N [--checkpoint DIR]
 """
 
 from __future__ import annotations
@@ -41,6 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--name", help="daemon name (publication, slot and sink bookkeeping derive from it)")
     p.add_argument("--status", action="store_true", help="print the status of the daemon using --checkpoint")
     p.add_argument("--json", action="store_true", help="with --status: print the raw JSON")
+    p.add_argument("--explain", action="store_true",
+                   help="print how --shards N routes each view's tables (the checkpoint's recorded plan, "
+                        "else the one a first start would choose from the tables' sizes) and exit")
     p.add_argument("--log-level", dest="log_level", help="Spark log level (default WARN)")
     spark = p.add_argument_group("Spark")
     spark.add_argument("--conf", action="append", dest="conf", metavar="KEY=VALUE",
@@ -98,6 +102,13 @@ def main(argv: list[str]) -> int:
                 print(f"no daemon status in {cfg.checkpoint} (never started there?)", file=sys.stderr)
                 return 1
             print(json.dumps(st, indent=1) if args.json else format_status(st))
+            return 0
+        if args.explain:
+            from .routingplan import explain
+
+            if not cfg.source or not cfg.views:
+                raise IVMError("--explain needs --source and --views (or --config)")
+            print(explain(cfg))
             return 0
         from .runner import run
 

@@ -8,7 +8,11 @@ retains is asked of PostgreSQL at scrape time (one short connection per scrape, 
 =============================================  ====================================================
 ``ivm_daemon_batches_total``                   batches the sinks hold (since the daemon started)
 ``ivm_daemon_rows_in_total``                   row changes read (routed rows with ``--shards N``)
+``ivm_daemon_changes_in_total``                row changes read from the slot (before routing)
 ``ivm_daemon_changes_out_total``               view changes written to the sinks
+``ivm_daemon_shard_routed_rows_total{shard}``  rows routed to a shard (replicas included)
+``ivm_daemon_shard_state_rows{shard}``         distinct rows a shard's engines hold (last batch)
+``ivm_daemon_shard_shipped_bytes_total{shard}`` bytes of the shard's task partitions
 ``ivm_daemon_batch_seconds``                   histogram: a batch from its start until its sinks held it
 ``ivm_daemon_batch_split_seconds{step}``       the last batch's split (read, engine, checkpoint, sinks …)
 ``ivm_daemon_last_batch_id``                   the last batch the sinks hold
@@ -90,8 +94,20 @@ class _StatusCollector:
         p = d.get("progress") or {}
         yield CounterMetricFamily("ivm_daemon_batches", "batches the sinks hold", value=d.get("batches", 0))
         yield CounterMetricFamily("ivm_daemon_rows_in", "row changes read", value=d.get("rows_in_total", 0))
+        yield CounterMetricFamily("ivm_daemon_changes_in", "row changes read from the slot",
+                                  value=d.get("changes_in", 0))
         yield CounterMetricFamily("ivm_daemon_changes_out", "view changes written to the sinks",
                                   value=d.get("changes_out_total", 0))
+        shards = d.get("shards") if isinstance(d.get("shards"), list) else []
+        for name, key, kind, doc in (
+                ("ivm_daemon_shard_routed_rows", "routed_rows", CounterMetricFamily, "rows routed to a shard"),
+                ("ivm_daemon_shard_state_rows", "state_rows", GaugeMetricFamily, "distinct rows a shard holds"),
+                ("ivm_daemon_shard_shipped_bytes", "shipped_bytes", CounterMetricFamily,
+                 "bytes of a shard's task partitions")):
+            fam = kind(name, doc, labels=["shard"])
+            for x in shards:
+                fam.add_metric([str(x["shard"])], float(x.get(key) or 0))
+            yield fam
         split = GaugeMetricFamily("ivm_daemon_batch_split_seconds", "the last batch's time by step", labels=["step"])
         for step, secs in (b.get("split") or {}).items():
             split.add_metric([step], float(secs))

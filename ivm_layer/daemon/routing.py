@@ -2,18 +2,13 @@
 
 Every atom (table occurrence) of a view gets its own input table in the shard engines
 (``ivm_a<i>_<table>``: the view's SQL is rewritten so each FROM item reads its own table),
-so a row of a self-joined table is routed per occurrence. Then, per view:
+so a row of a self-joined table is routed per occurrence. Then, per view, the HyperCube of
+:mod:`.shares` over the view's join variables: a row goes to the shards whose coordinates
+agree with the hashes of its values of the split variables (and of the whole row, for an
+atom split by its rows), replicated along the dimensions it does not carry. Every join
+result is produced on exactly one shard.
 
-- **hash**: when some variables are shared by *all* atoms (``r.k = s.k = t.k``), a row goes
-  to the one shard ``H(its values of those variables) mod N``; every output tuple agrees
-  on them, so all its rows meet in exactly one shard.
-- **grid** (HyperCube over atoms, covers pure inequality joins): ``N = p_1 ⋯ p_n``; a row
-  of atom i has coordinate ``H(row) mod p_i`` and is replicated to every cell with that
-  coordinate; the output tuple ``(r_1, …, r_n)`` is produced only in the cell
-  ``(H(r_1) mod p_1, …, H(r_n) mod p_n)``.
-
-``H`` is a stable digest of canonical values (equal numbers of different Python types hash
-alike), not Python's per-process ``hash``. DISTINCT and aggregate views are not split (their
+DISTINCT and aggregate views are not split (their
 rows would be counted once per shard) and are refused with ``--shards > 1``.
 """
 
@@ -29,6 +24,7 @@ from sqlglot import exp
 from ..compile import compile_view
 from ..errors import IVMError
 from ..identifiers import normalize_tree
+from .shares import choose_shares, describe, equality_variables, row_dim
 from .state import ViewDef
 
 
@@ -78,77 +74,81 @@ def rewrite_per_atom(select_sql: str) -> tuple[str, list[str]]:
     return tree.sql(dialect="postgres"), tables
 
 
-def grid_shares(n_atoms: int, shards: int) -> list[int]:
-    """Split ``shards`` into per-atom shares whose product is ``shards`` (prime factors dealt
-    to the atoms with the smallest share)."""
-    shares = [1] * n_atoms
-    f, rest = 2, shards
-    factors = []
-    while rest > 1:
-        while rest % f == 0:
-            factors.append(f)
-            rest //= f
-        f += 1
-    for p in sorted(factors, reverse=True):
-        i = min(range(n_atoms), key=lambda j: shares[j])
-        shares[i] *= p
-    return shares
-
-
 class ViewRouter:
-    """Routing of one view's base-table changes to ``shards`` engines."""
+    """Routing of one view's base-table changes to ``shards`` engines, by the HyperCube of
+    :mod:`.shares`. ``shares``: a recorded plan (dimension → share) to route by; without it
+    the shares are chosen from ``sizes`` (rows per base table; missing: 1)."""
 
-    def __init__(self, d: ViewDef, schema: dict[str, dict[str, str]], shards: int):
+    def __init__(self, d: ViewDef, schema: dict[str, dict[str, str]], shards: int,
+                 shares: dict[str, int] | None = None, sizes: dict[str, float] | None = None):
         sql, tables = rewrite_per_atom(d.select_sql)
         self.shards = shards
         self.atom_schema = {atom_table(i, t): dict(schema[t]) for i, t in enumerate(tables)}
         view = compile_view(sql, self.atom_schema, dialect="postgres")
         gcq = view.plan.gcq
-        if gcq.distinct or gcq.aggregate is not None:
+        if shards > 1 and (gcq.distinct or gcq.aggregate is not None):
             raise IVMError(f"view {d.name}: DISTINCT and aggregate views cannot be split over "
                            "shards yet; run it with --shards 1")
         self.defn = ViewDef(d.name, sql, d.materialized, list(self.atom_schema))
         atoms = gcq.atoms
-        common = set.intersection(*(set(a.varset) for a in atoms)) if atoms else set()
-        self.mode = "hash" if common and shards > 1 else "grid"
-        self.by_table: dict[str, list[tuple[str, object]]] = {}
-        shares = grid_shares(len(atoms), shards)
-        strides, s = [], 1
-        for p in shares:
-            strides.append(s)
-            s *= p
-        self.shares = shares
+        bases = [a.relation.split("_", 2)[2] for a in atoms]
+        atom_vars = [a.varset for a in atoms]
+        if shares is None:
+            sizes = sizes or {}
+            shares = choose_shares(atom_vars, [sizes.get(b, 1) for b in bases], shards)
+        self.shares = {k: int(v) for k, v in shares.items() if int(v) > 1}
+        product = 1
+        for p in self.shares.values():
+            product *= p
+        known = set(equality_variables(atom_vars)) | {row_dim(i) for i in range(len(atoms))}
+        if product != shards or not set(self.shares) <= known:
+            raise IVMError(f"view {d.name}: the recorded routing plan {self.shares} does not fit "
+                           f"{shards} shards and this view; start with a new --checkpoint")
+        #: the grid's dimensions in a fixed order (variables by name, then atoms' rows)
+        dims = sorted(self.shares, key=lambda x: (x.startswith("#"), x))
+        strides, s = {}, 1
+        for dim in dims:
+            strides[dim] = s
+            s *= self.shares[dim]
+        self.by_table: dict[str, list[tuple[str, list, list[int]]]] = {}
         for i, a in enumerate(atoms):
-            base = a.relation.split("_", 2)[2]
-            if self.mode == "hash":
-                pos = [a.vars.index(v) for v in sorted(common)]
-                spec = ("hash", pos)
-            else:
-                others = [c for c in range(shards) if (c // strides[i]) % shares[i] == 0]
-                spec = ("grid", (shares[i], strides[i], others))
-            self.by_table.setdefault(base, []).append((a.relation, spec))
-        #: an output row tells its shard (it holds the hashed columns): the shards' changes
+            # (dimension, share, stride, column position or None for the whole row)
+            own = [(dim, self.shares[dim], strides[dim], a.vars.index(dim)) for dim in dims if dim in a.varset]
+            own += [(dim, self.shares[dim], strides[dim], None) for dim in dims if dim == row_dim(i)]
+            cells = [0]
+            for dim in dims:   # replicated along the dimensions the atom does not carry
+                if dim not in a.varset and dim != row_dim(i):
+                    cells = [c + j * strides[dim] for c in cells for j in range(self.shares[dim])]
+            self.by_table.setdefault(bases[i], []).append((a.relation, own, cells))
+        self.scheme = describe([f"{b} (as {a.alias})" if a.alias != b else b for a, b in zip(atoms, bases)],
+                               atom_vars, self.shares, shards)
+        #: an output row tells its shard (it holds every split coordinate): the shards' changes
         #: are disjoint and their union needs no consolidation
         out = list(gcq.output or [])
         plain = bool(out) and all(isinstance(o, str) for o in out)
-        if self.mode == "hash":
-            self.disjoint = plain and common <= set(out)
-        else:
-            self.disjoint = plain and all(
-                set(a.vars) <= set(out) and len(a.vars) == len(self.atom_schema[a.relation])
-                for a, p in zip(atoms, shares) if p > 1)
+        self.disjoint = plain and all(
+            (dim in out) if not dim.startswith("#") else
+            (None not in atoms[int(dim[1:])].vars and set(atoms[int(dim[1:])].vars) <= set(out))
+            for dim in dims)
+
+    @property
+    def mode(self) -> str:
+        """``hash`` (only variables split), ``grid`` (some atom split by its rows), ``single``."""
+        if not self.shares:
+            return "single"
+        return "grid" if any(d.startswith("#") for d in self.shares) else "hash"
 
     def route(self, table: str, row: tuple | None) -> Iterator[tuple[int, str]]:
         """``(shard, atom table)`` pairs a change of ``table`` goes to (``row is None``: a
         TRUNCATE, which goes everywhere the table is)."""
-        for atab, (kind, arg) in self.by_table.get(table, ()):
+        for atab, own, cells in self.by_table.get(table, ()):
             if row is None:
                 for s in range(self.shards):
                     yield s, atab
-            elif kind == "hash":
-                yield stable_hash(row[p] for p in arg) % self.shards, atab
-            else:
-                share, stride, others = arg
-                coord = stable_hash(row) % share
-                for base_cell in others:
-                    yield base_cell + coord * stride, atab
+                continue
+            base = 0
+            for dim, share, stride, pos in own:
+                value = row if pos is None else (row[pos],)
+                base += (stable_hash((dim, *value)) % share) * stride
+            for c in cells:
+                yield base + c, atab

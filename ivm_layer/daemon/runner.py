@@ -87,6 +87,8 @@ class DriverEngine:
                         "held it)", batch_id)
         self.recovery_seconds = time.monotonic() - t0
         self.status = status
+        if status is not None:
+            status.init_shards(1)
         self.failed: BaseException | None = None
 
     def __call__(self, df, batch_id: int) -> None:
@@ -104,6 +106,7 @@ class DriverEngine:
                           df["ts"].cast("double").alias("ts")).toArrow()
         ts = [t for t in frame.column("ts").to_pylist() if t is not None]
         rows = decode_frame(frame)
+        shipped = frame.nbytes   # the batch's Arrow rows: shipped to a task as IPC, and back
         changes = batch_changes(rows, self.state.base)
         t = _lap(split, "read", t)
         try:
@@ -113,6 +116,7 @@ class DriverEngine:
             self.last = batch_id
             t = _lap(split, "checkpoint", t)
             fields = self._fields(batch_id, rows, out, ts)
+            fields["shipped_bytes"] = shipped
             if self.cfg.sink_commit == "spark" or self.store.log_entries >= self.cfg.snapshot_every:
                 # the sinks hold the batch before Spark commits it; a snapshot replaces the log:
                 # the sinks must hold every batch in it first
@@ -173,6 +177,7 @@ class DriverEngine:
                 "lsn": lsn, "lsn_text": lsn_text(lsn) if lsn is not None else None,
                 "seconds_behind": behind,
                 "view_rows": {name: len(v) for name, v in self.state.views.items()},
+                "state_rows": sum(len(r) for r in self.state.base.values()),
                 "rebuilds": {n: k for n, k in self.state.rebuilds.items() if k}}
 
     def _report(self, fields: dict, seconds: float, cycle: float, split: dict[str, float]) -> None:
@@ -188,6 +193,8 @@ class DriverEngine:
                     seconds, cycle, fields["changes_per_s"],
                     ", ".join(f"{k} {v:.3f} s" for k, v in split.items()))
         if self.status is not None:
+            self.status.shard_batch({0: {"routed_rows": fields["rows_in"], "shipped_bytes": fields["shipped_bytes"],
+                                         "state_rows": fields["state_rows"]}})
             self.status.batch(**fields)
 
 

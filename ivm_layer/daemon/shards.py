@@ -58,10 +58,15 @@ class ShardSinkWriter:
         parts: dict[str, list] = {v: [] for v in self.views}
         rows_in, lsn, ts = 0, None, None
         work, catchup = [0.0], [0.0]
-        for view, raw, delta, l_, t_, w_, c_ in zip(frame["view"], frame["changes"], frame["delta"], frame["lsn"],
-                                                    frame["ts"], frame["work"], frame["catchup"]):
+        changes_in, shipped, per_shard = 0, 0, {}
+        for key, view, raw, delta, l_, t_, w_, c_, st_, sh_, ci_ in zip(
+                frame["key"], frame["view"], frame["changes"], frame["delta"], frame["lsn"], frame["ts"],
+                frame["work"], frame["catchup"], frame["state"], frame["shipped"], frame["changes_in"]):
             if view is None:
                 rows_in += delta
+                changes_in += ci_ or 0
+                shipped += sh_ or 0
+                per_shard[key] = {"routed_rows": delta, "state_rows": st_, "shipped_bytes": sh_ or 0}
                 work.append(w_ or 0.0)
                 catchup.append(c_ or 0.0)
                 if l_ is not None:
@@ -98,7 +103,9 @@ class ShardSinkWriter:
         if prev:
             logging.getLogger("ivm.daemon").warning("batch %d: the previous batch in Spark: %s", batch_id, prev)
         if self.status is not None:
-            self.status.batch(batch_id=batch_id, rows_in=rows_in, changes_out=n_out, lsn=lsn,
+            self.status.shard_batch(per_shard)
+            self.status.batch(batch_id=batch_id, rows_in=rows_in, changes_in=changes_in,
+                              shipped_bytes=shipped, changes_out=n_out, lsn=lsn,
                               lsn_text=lsn_text(lsn) if lsn is not None else None,
                               seconds_behind=behind, seconds=secs, split=split,
                               changes_per_s=round(rows_in / secs) if secs > 0 else None)
@@ -122,13 +129,28 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
     """The streaming writer for ``--shards N``: ``reader`` (the ``ivm-cdc`` reader with its
     options) read as ``ivm-cdc-shards`` (partitions = shards, engines in the Python workers,
     :mod:`.shardsource`) → sinks."""
+    from .routingplan import load_or_choose, table_sizes
     from .shardsource import register, shard_spec
     from .sinks import view_layout
     from .state import compile_defs
 
     types = {t: {c: ty for c, ty, _ in cols} for t, cols in pg_schema.items()}
-    # refuse what cannot be split before anything starts
-    disjoint = {d.name for d in defs if ViewRouter(d, types, cfg.shards).disjoint}
+    # refuse what cannot be split before anything starts; the routing plan: the checkpoint's,
+    # or chosen now from the tables' sizes and recorded
+    for d in defs:
+        ViewRouter(d, types, cfg.shards)
+    plans, plan = load_or_choose(cfg.checkpoint, defs, types, cfg.shards,
+                                 sizes=lambda: table_sizes(cfg.source, list(pg_schema)))
+    routers = {d.name: ViewRouter(d, types, cfg.shards, shares=plans[d.name]) for d in defs}
+    disjoint = {n for n, r in routers.items() if r.disjoint}
+    if status is not None:
+        status.set(routing={n: {"shares": r.shares, "tables": r.scheme} for n, r in routers.items()},
+                   routing_table_rows=plan.get("table_rows"))
+        status.init_shards(cfg.shards)
+    import logging
+
+    for n, r in routers.items():
+        logging.getLogger("ivm.daemon").warning("view %s over %d shards: %s", n, cfg.shards, "; ".join(r.scheme))
     # the sinks' layouts come from the unrewritten views (same columns, same types)
     views = compile_defs(defs, types)
     layouts = {d.name: view_layout(views[d.name], pg_schema, d.types, d.columns) for d in defs}
@@ -141,7 +163,7 @@ def sharded_writer(spark, reader, cfg, defs: list[ViewDef], pg_schema: dict, sin
         s.prepare(layouts, fresh=fresh)
     register(spark)
     df = (reader.format("ivm-cdc-shards")
-          .option("shardSpec", shard_spec(defs, types, cfg.shards, cfg.checkpoint, cfg.snapshot_every))
+          .option("shardSpec", shard_spec(defs, types, cfg.shards, cfg.checkpoint, cfg.snapshot_every, plans))
           .load())
     writer = ShardSinkWriter(sinks, status, [d.name for d in defs], disjoint, cfg.checkpoint)
     writer.spark = spark

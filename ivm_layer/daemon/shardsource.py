@@ -1,13 +1,15 @@
 """``ivm-cdc-shards``: the ``ivm-cdc`` source whose input partitions ARE the shards.
 
-With ``--shards N`` the changes of a batch are routed where they are planned (the reader's
-process holds the decoded transactions; :class:`.routing.ViewRouter` per view), into one input
-partition (task) per shard that has rows in the batch. A task is run by a Python worker that
-applies one shard's rows to that shard's engines (one per view) and yields the views'
-changes: no shuffle, no state store, no per-batch re-serialization of a shard. Each Python
-worker keeps the engines it ran in memory (:func:`shard_engine`) between batches, and a task
-claims the shard its worker holds (:func:`claim_shard`; Spark places tasks on any free
-worker), so shards stay where they are.
+With ``--shards N`` the changes of a batch are routed once, where they are planned (the
+reader's process holds the decoded transactions; :class:`.routing.ViewRouter` per view), into
+per-shard buffers: the batch is one input partition (task) per shard that has rows, holding
+only that shard's rows (pickled once, in the planner: ``payload``), so a task receives
+O(its share) bytes and the bytes shipped per batch are O(batch), whatever N. A task is run by
+a Python worker that applies its shard's rows to that shard's engines (one per view) and
+yields the views' changes: no shuffle, no state store. Each Python worker keeps the engines
+it ran in memory (:func:`shard_engine`) between batches; Spark places a shard's task on any
+free worker, and a worker whose copy of the shard is behind brings it forward from the
+shard's logs (the ``catchup`` seconds of a task).
 
 Durability: every engine writes, per batch it applies, its consolidated delta to
 ``<checkpoint>/shards/<view>/<shard>/log-<end LSN>`` (atomically, before the batch's output
@@ -37,16 +39,22 @@ NAME = "ivm-cdc-shards"
 #: per shard and batch: one row per view with its change (pickled as one list; ``delta`` = its
 #: length) and one bookkeeping row (``view`` NULL, ``delta`` = the rows routed to the shard)
 #: (its ``work``: seconds in the task, ``catchup``: of which bringing engines to the batch's start)
+#: (``state``: the rows the shard's engines hold after the batch, ``shipped``: the bytes of the
+#: task's partition payload, ``changes_in``: the batch's row changes before routing, on task 0)
 OUT_SCHEMA = ("key INT, view STRING, changes BINARY, delta BIGINT, lsn BIGINT, ts DOUBLE, work DOUBLE, "
-              "catchup DOUBLE")
+              "catchup DOUBLE, state BIGINT, shipped BIGINT, changes_in BIGINT")
 
 
-def shard_spec(defs, types: dict, shards: int, checkpoint: str, snapshot_every: int) -> str:
-    """The JSON the source is given (option ``shardSpec``): what it needs to rebuild the routers."""
+def shard_spec(defs, types: dict, shards: int, checkpoint: str, snapshot_every: int,
+               plans: dict | None = None) -> str:
+    """The JSON the source is given (option ``shardSpec``): what it needs to rebuild the routers
+    (``plans``: each view's recorded shares, :mod:`.routingplan`; absent: chosen as for
+    tables of one row each)."""
+    plans = plans or {}
     return json.dumps({"shards": shards, "checkpoint": os.path.abspath(checkpoint),
                        "snapshot_every": snapshot_every, "types": types,
                        "views": [{"name": d.name, "sql": d.select_sql, "materialized": d.materialized,
-                                  "tables": list(d.tables)} for d in defs]})
+                                  "tables": list(d.tables), "shares": plans.get(d.name)} for d in defs]})
 
 
 class ShardSnapshot(InputPartition):
@@ -57,15 +65,16 @@ class ShardSnapshot(InputPartition):
 
 
 class ShardChanges(InputPartition):
-    """Task ``index`` of a change batch planned as ``nonce``: ``parts[shard] = (items, rows)``
-    for every shard with rows (``items[view] = [(lsn, seq, atom table, sign, row)]`` in stream
-    order, ``rows`` = routed rows); the task applies the shard it claims (:func:`claim_shard`),
-    so a worker keeps the shards it holds. ``lsn``/``ts``: the batch's last end LSN and
-    commit time (epoch seconds)."""
+    """Shard ``shard``'s part of the change batch ``(start, end]``: ``payload`` = the pickled
+    ``{view index: [(lsn, seq, atom table, sign, row)]}`` in stream order (only this shard's
+    rows), ``rows`` = the rows routed to it. ``lsn``/``ts``: the batch's last end LSN and
+    commit time (epoch seconds); ``changes_in``: the batch's changes before routing (on the
+    first task only, so that the tasks' figures add up)."""
 
-    def __init__(self, index: int, nonce: str, start: int, end: int, parts: dict, lsn: int, ts: float | None):
-        self.index, self.nonce, self.start, self.end, self.parts = index, nonce, start, end, parts
-        self.lsn, self.ts = lsn, ts
+    def __init__(self, shard: int, start: int, end: int, payload: bytes, rows: int, lsn: int,
+                 ts: float | None, changes_in: int):
+        self.shard, self.start, self.end, self.payload, self.rows = shard, start, end, payload, rows
+        self.lsn, self.ts, self.changes_in = lsn, ts, changes_in
 
 
 class ShardedCdcDataSource(CdcDataSource):
@@ -98,7 +107,8 @@ class ShardedCdcStreamReader(CdcStreamReader):
             from .state import ViewDef
 
             self._routers = [ViewRouter(ViewDef(v["name"], v["sql"], v["materialized"], v["tables"]),
-                                        self.spec["types"], self.spec["shards"]) for v in self.spec["views"]]
+                                        self.spec["types"], self.spec["shards"], shares=v.get("shares"))
+                             for v in self.spec["views"]]
         return self._routers
 
     def partitions(self, start: dict, end: dict) -> list[InputPartition]:
@@ -108,34 +118,29 @@ class ShardedCdcStreamReader(CdcStreamReader):
             return [ShardSnapshot(k, e, slices) for k in range(self.spec["shards"])] if slices else []
         if e <= s:
             return []
-        import shutil
-
-        # the claims of the batches before (all done: Spark plans a batch after the last one)
-        shutil.rmtree(claims_dir(self.spec), ignore_errors=True)
         return self.route(s, e, self._ensure_feed(s).take(s, e))
 
     def route(self, s: int, e: int, txns) -> list[InputPartition]:
-        """The batch's transactions as one task per shard that gets rows (each task carries
-        every shard's rows and claims one shard when it runs)."""
-        import uuid
-
+        """The batch's transactions routed once into per-shard buffers: one task per shard
+        that gets rows, holding only that shard's rows (pickled here, once)."""
         routers = self.routers()
         per: dict[int, dict[int, list]] = {}
         counts: dict[int, int] = {}
-        last_lsn, ts = s, None
+        last_lsn, ts, n_in = s, None, 0
         for t in txns:
             last_lsn = max(last_lsn, t.end_lsn)
             ts = t.commit_time.timestamp() if t.commit_time is not None else ts
             ops = [(tb, None, 0) for tb in t.truncated]
             ops += [(tb, row, k) for tb, rows in t.changes.items() for row, k in rows]
+            n_in += len(ops)
             for seq, (tb, row, k) in enumerate(ops):
                 for vi, r in enumerate(routers):
                     for shard, atab in r.route(tb, row):
                         per.setdefault(shard, {}).setdefault(vi, []).append((t.end_lsn, seq, atab, k, row))
                         counts[shard] = counts.get(shard, 0) + 1
-        parts = {k: (per[k], counts[k]) for k in sorted(per)}
-        nonce = uuid.uuid4().hex
-        return [ShardChanges(i, nonce, s, e, parts, last_lsn, ts) for i in range(len(parts))]
+        dumps, proto = pickle.dumps, pickle.HIGHEST_PROTOCOL
+        return [ShardChanges(k, s, e, dumps(per[k], proto), counts[k], last_lsn, ts, n_in if i == 0 else 0)
+                for i, k in enumerate(sorted(per))]
 
     def read(self, partition: InputPartition) -> Iterator:
         import time
@@ -153,31 +158,37 @@ class ShardedCdcStreamReader(CdcStreamReader):
             from ..io.postgres.snapshot import copy_slice
 
             picked: dict[int, list] = {}
-            rows = 0
+            rows = read_rows = 0
             for sl in partition.slices:
                 for row in copy_slice(self.url, sl.snapshot, sl.table, sl.columns, sl.lo, sl.hi):
+                    read_rows += 1
                     for vi, r in enumerate(routers):
                         for shard, atab in r.route(sl.table, row):
                             if shard == k:
                                 picked.setdefault(vi, []).append((atab, row, 1))
                                 rows += 1
             lsn = partition.slices[0].lsn if partition.slices else None
+            engines = []
             for vi, r in enumerate(routers):
                 eng = shard_engine(self.spec, vi, k, r)
+                engines.append(eng)
                 outs.append((r.defn.name, eng.load_snapshot(partition.end, consolidate(picked.get(vi, ())))))
-            ts = None
+            ts, shipped, changes_in = None, 0, (read_rows if k == 0 else 0)
         else:
-            k = claim_shard(partition, self.spec)
-            items_by_view, rows = partition.parts[k]
+            k, rows = partition.shard, partition.rows
             lsn, ts = partition.lsn, partition.ts
-            for vi, items in items_by_view.items():
+            shipped, changes_in = len(partition.payload), partition.changes_in
+            engines = []
+            for vi, items in pickle.loads(partition.payload).items():
                 r = routers[vi]
                 eng = shard_engine(self.spec, vi, k, r)
+                engines.append(eng)
                 outs.append((r.defn.name, eng.run(partition.start, partition.end,
                                                   lambda base, items=items: batch_changes(items, base))))
                 catchup += eng.catchup_seconds
+        state = sum(e.state_rows() for e in engines)
         res: dict[str, list] = {"key": [], "view": [], "changes": [], "delta": [], "lsn": [], "ts": [],
-                                "work": [], "catchup": []}
+                                "work": [], "catchup": [], "state": [], "shipped": [], "changes_in": []}
         for view, change in [*outs, (None, None)]:
             if view is not None and not change:
                 continue
@@ -190,57 +201,12 @@ class ShardedCdcStreamReader(CdcStreamReader):
             res["ts"].append(ts)
             res["work"].append(time.monotonic() - t_task if change is None else None)
             res["catchup"].append(catchup if change is None else None)
+            res["state"].append(state if change is None else None)
+            res["shipped"].append(shipped if change is None else None)
+            res["changes_in"].append(changes_in if change is None else None)
         types = [pa.int32(), pa.string(), pa.binary(), pa.int64(), pa.int64(), pa.float64(), pa.float64(),
-                 pa.float64()]
+                 pa.float64(), pa.int64(), pa.int64(), pa.int64()]
         yield pa.RecordBatch.from_arrays([pa.array(res[n], t) for n, t in zip(res, types)], names=list(res))
-
-
-def claims_dir(spec: dict) -> str:
-    return os.path.join(spec["checkpoint"], "shards", "claims")
-
-
-def claim_shard(p: ShardChanges, spec: dict) -> int:
-    """The shard task ``p.index`` applies: the one an earlier attempt of the task claimed, else
-    the first free one of: shards this worker holds at the batch's start, shards it holds
-    older, the others (from the task's own index on). A claim is a file
-    ``<nonce>-<shard>`` holding the task index, created whole (hard link) or not at all."""
-    shards = sorted(p.parts)
-    if len(shards) == 1:
-        return shards[0]
-    directory = claims_dir(spec)
-    os.makedirs(directory, exist_ok=True)
-    prefix = f"{p.nonce}-"
-    for name in os.listdir(directory):
-        if name.startswith(prefix) and name[len(prefix):].isdigit():
-            try:
-                with open(os.path.join(directory, name)) as f:
-                    if f.read() == str(p.index):
-                        return int(name[len(prefix):])
-            except FileNotFoundError:
-                continue
-
-    def held(k: int) -> int:
-        engines = [_CACHE.get((spec["checkpoint"], vi, k)) for vi in p.parts[k][0]]
-        if engines and all(e is not None and e.state is not None and e.lsn == p.start for e in engines):
-            return 0
-        return 1 if any(e is not None and e.state is not None for e in engines) else 2
-
-    order = sorted(shards, key=lambda k: (held(k), (shards.index(k) - p.index) % len(shards)))
-    tmp = os.path.join(directory, f".{p.nonce}-{p.index}-{os.getpid()}")
-    with open(tmp, "w") as f:
-        f.write(str(p.index))
-    try:
-        for k in order:
-            try:
-                os.link(tmp, os.path.join(directory, f"{prefix}{k}"))
-                return k
-            except FileExistsError:
-                continue
-    finally:
-        os.unlink(tmp)
-    from ..errors import IVMError
-
-    raise IVMError(f"task {p.index} of the batch ending at LSN {p.end:X} found every shard claimed")
 
 
 # -- the shard engines (in the Python workers) ----------------------------------------------
@@ -267,6 +233,12 @@ class ShardEngine:
         self.lsn: int | None = None          # the end LSN of the last batch in ``state``
         self.last: tuple | None = None       # (start, end, output) of the last batch run here
         self.catchup_seconds = 0.0           # of the last run: bringing the engine to its start
+
+    def state_rows(self) -> int:
+        """The distinct rows the engine holds in its atom tables (O(tables), not O(rows))."""
+        if self.state is None:
+            return 0
+        return sum(len(rows) for rows in self.state.base.values())
 
     def _fresh(self):
         from .state import EngineState

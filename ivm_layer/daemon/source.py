@@ -54,10 +54,12 @@ class SnapshotSlice(InputPartition):
 
 
 class ChangeBatch(InputPartition):
-    """Staged transactions ``(end_lsn, commit_time, truncated, changes)`` of one LSN range."""
+    """Staged transactions of one LSN range as the Arrow IPC stream of their source rows, built
+    where the batch is planned (:func:`change_batches`: each row pickled once, there); the
+    task only hands the record batches on."""
 
-    def __init__(self, txns: list[tuple]):
-        self.txns = txns
+    def __init__(self, ipc: bytes):
+        self.ipc = ipc
 
 
 def arrow_schema():
@@ -216,10 +218,10 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
             cur.append((t.end_lsn, t.commit_time, t.truncated, t.changes))
             n += t.n_changes
             if n >= self.partition_changes:
-                parts.append(ChangeBatch(cur))
+                parts.append(ChangeBatch(arrow_ipc(cur)))
                 cur, n = [], 0
         if cur:
-            parts.append(ChangeBatch(cur))
+            parts.append(ChangeBatch(arrow_ipc(cur)))
         return parts
 
     # -- reading (in executors) ---------------------------------------------------------
@@ -233,7 +235,9 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
                                                partition.columns, partition.lo, partition.hi)):
                 yield (partition.lsn, i, None, partition.table, 1, dumps(row, proto))
             return
-        yield from change_batches(partition.txns)
+        import pyarrow as pa
+
+        yield from pa.ipc.open_stream(partition.ipc)
 
     # -- acknowledgement ----------------------------------------------------------------
     def commit(self, end: dict) -> None:
@@ -254,6 +258,17 @@ class CdcStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow):
         if self._export is not None:
             self._export[0].close()
             self._export = None
+
+
+def arrow_ipc(txns: list[tuple]) -> bytes:
+    """The source rows of staged transactions as one Arrow IPC stream."""
+    import pyarrow as pa
+
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, arrow_schema()) as w:
+        for b in change_batches(txns):
+            w.write_batch(b)
+    return sink.getvalue().to_pybytes()
 
 
 def change_batches(txns: list[tuple], rows_per_batch: int = 20_000):

@@ -25,9 +25,9 @@ class StatusFile:
     def __init__(self, checkpoint: str, name: str, master: str, shards: int):
         self.path = status_path(checkpoint)
         self._lock = threading.RLock()
-        self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shards": shards,
-                     "state": "starting", "started_at": time.time(), "batches": 0,
-                     "rows_in_total": 0, "changes_out_total": 0, "last_batch": None,
+        self.data = {"daemon": name, "pid": os.getpid(), "master": master, "shard_count": shards,
+                     "shards": [], "state": "starting", "started_at": time.time(), "batches": 0,
+                     "rows_in_total": 0, "changes_in": 0, "changes_out_total": 0, "last_batch": None,
                      "sinks_committed_batch": None, "spark_committed_batch": None, "progress": None}
         #: called with each batch's fields once its sinks hold it (the metrics' histograms)
         self.observers: list = []
@@ -49,6 +49,7 @@ class StatusFile:
         fields.setdefault("changes_per_s", round(fields.get("rows_in", 0) / secs) if secs > 0 else None)
         d["batches"] += 1
         d["rows_in_total"] += fields.get("rows_in", 0)
+        d["changes_in"] += fields.get("changes_in", fields.get("rows_in", 0))
         d["changes_out_total"] += fields.get("changes_out", 0)
         d["last_batch"] = dict(fields, at=time.time())
         if fields.get("batch_id") is not None:
@@ -56,6 +57,25 @@ class StatusFile:
         self.write()
         for observe in self.observers:
             observe(fields)
+
+    def init_shards(self, n: int) -> None:
+        """``--shards N``: one entry per shard (``routed_rows`` since this process started,
+        ``state_rows`` as of the last batch the shard ran, ``shipped_bytes`` in total)."""
+        with self._lock:
+            self.data["shards"] = [{"shard": i, "routed_rows": 0, "state_rows": 0, "shipped_bytes": 0}
+                                   for i in range(n)]
+
+    def shard_batch(self, per_shard: dict) -> None:
+        """One batch's figures per shard that ran: ``{shard: {routed_rows, state_rows, shipped_bytes}}``
+        (written with the next :meth:`batch`)."""
+        with self._lock:
+            for entry in self.data["shards"]:
+                got = per_shard.get(entry["shard"])
+                if got:
+                    entry["routed_rows"] += got["routed_rows"] or 0
+                    entry["shipped_bytes"] += got["shipped_bytes"] or 0
+                    if got.get("state_rows") is not None:
+                        entry["state_rows"] = got["state_rows"]
 
     def progress(self, progress: dict) -> None:
         """Spark's progress report of a batch it committed (:mod:`.listener`)."""
@@ -115,7 +135,7 @@ def format_status(st: dict) -> str:
         end = st.get("stopped_at") or st.get("updated_at") or started
         ran = f"ran {end - started:.0f} s, stopped {time.time() - end:.0f} s ago"
     lines = [f"daemon {st.get('daemon')}  pid {st.get('pid')}  {state}",
-             f"master {st.get('master')}  shards {st.get('shards')}  {ran}",
+             f"master {st.get('master')}  shards {st.get('shard_count', st.get('shards'))}  {ran}",
              (f"batches {st.get('batches')}  rows in {st.get('rows_in_total')}  "
               f"view changes out {st.get('changes_out_total')}")]
     if st.get("ui_url") or st.get("metrics_url"):
@@ -138,6 +158,11 @@ def format_status(st: dict) -> str:
         lines.append(f"committed: sinks hold batch {st.get('sinks_committed_batch')} (ivm_daemon_batches), "
                      f"Spark's commit log batch {st.get('spark_committed_batch')} "
                      f"(sink_commit {st.get('sink_commit', 'pipelined')})")
+    for view, r in (st.get("routing") or {}).items():
+        lines.append(f"routing of {view}: " + "; ".join(r.get("tables", [])))
+    if st.get("shards") and isinstance(st["shards"], list):
+        lines.append("shards: " + ", ".join(f"{x['shard']}: {x['routed_rows']} routed, {x['state_rows']} held"
+                                            for x in st["shards"]))
     if st.get("error"):
         lines.append(f"error: {st['error']}")
     return "\n".join(lines)

@@ -184,7 +184,7 @@ def views(runner: ShellContext, args: list[str]) -> None:
     require(args, 0, 1, "\\dv [NAME]")
     session = runner.session
     if hasattr(session, "view_listing"):      # a plain client: the server's own listing
-        columns, rows = session.view_listing(plain_name(args[0])[0] if args else None)
+        columns, rows = session.view_listing(*plain_name(args[0])) if args else session.view_listing()
         _title(runner, "List of incremental views")
         runner.write(render_result(columns, rows, runner.display))
         return
@@ -215,7 +215,9 @@ def describe(runner: ShellContext, args: list[str]) -> None:
     """``\\d``: every relation; ``\\d NAME``: one table's columns or one view's definition."""
     require(args, 0, 1, "\\d [NAME]")
     session = runner.session
-    infos = {} if hasattr(session, "view_listing") else {i.name: i for i in session.info()}
+    client = hasattr(session, "view_listing")   # a client of a server: the server's views
+    infos = {} if client else {i.name: i for i in session.info()}
+    kinds = session.view_kinds() if client else {n: i.kind for n, i in infos.items()}
     if not args:
         res = runner.execute(
             "SELECT table_schema, table_name, table_type FROM information_schema.tables "
@@ -223,12 +225,12 @@ def describe(runner: ShellContext, args: list[str]) -> None:
         rows = {}
         for schema, name, ttype in res.rows:
             kind = "view" if "VIEW" in str(ttype).upper() else "table"
-            if name in infos:
-                kind = "materialized incremental view" if infos[name].kind == "materialized" else "incremental view"
+            if name in kinds:
+                kind = "materialized incremental view" if kinds[name] == "materialized" else "incremental view"
             elif "TEMP" in str(ttype).upper():
                 kind = "temporary table"
             rows.setdefault(name, (schema, name, kind))
-        for name in infos:
+        for name in kinds:
             rows.setdefault(name, ("", name, "incremental view"))
         _title(runner, "List of relations")
         runner.write(render_result(["Schema", "Name", "Type"], sorted(rows.values(), key=lambda r: r[1]),
@@ -253,6 +255,15 @@ def describe(runner: ShellContext, args: list[str]) -> None:
     if not res.rows:
         raise ShellError(f"did not find any relation named {args[0]!r}")
     schema = res.rows[0][0]
+    view = (name if quoted else resolve(name, kinds)) if client else None
+    if view in kinds:                  # a view the server keeps: its columns, then its listing
+        _title(runner, f'{"Materialized incremental view" if kinds[view] == "materialized" else "Incremental view"} "{view}"')
+        runner.write(render_result(["Column", "Type"], [(c, t) for s, c, t, _, _ in res.rows if s == schema],
+                                   runner.display))
+        if runner.display.format == "aligned":
+            columns, listing = session.view_listing(view, True)
+            runner.write("".join(f"{c}: {v}\n" for c, v in zip(columns[1:], listing[0][1:])))
+        return
     rows = [(c, t, "" if n == "YES" else "not null", "" if d is None else d) for s, c, t, n, d in res.rows if s == schema]
     _title(runner, f'Table "{schema}.{name}"')
     runner.write(render_result(["Column", "Type", "Nullable", "Default"], rows, runner.display))

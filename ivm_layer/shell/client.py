@@ -25,6 +25,7 @@ import contextlib
 from collections.abc import Iterator
 
 from ..errors import IVMError
+from ..identifiers import resolve
 
 #: the run-time setting ``ivm serve`` reports at connection start (ParameterStatus)
 IVM_VERSION_SETTING = "ivm_version"
@@ -100,15 +101,26 @@ class ClientSession:
             return []
         return sorted(r[0] for r in self.execute("SHOW INCREMENTAL VIEWS").fetchall())
 
-    def view_listing(self, name: str | None = None) -> tuple[list[str], list[tuple]]:
-        """``\\dv``: the server's ``SHOW INCREMENTAL VIEWS`` (optionally one view)."""
+    def view_listing(self, name: str | None = None, quoted: bool = False) -> tuple[list[str], list[tuple]]:
+        """``\\dv``: the server's ``SHOW INCREMENTAL VIEWS`` (optionally one view: a quoted name
+        exactly, an unquoted one by its ASCII fold, as the server resolves names)."""
         self._require_serve("\\dv")
         cur = self.execute("SHOW INCREMENTAL VIEWS")
         columns = [d.name for d in cur.description]
-        rows = [r for r in cur.fetchall() if name is None or str(r[0]).lower() == name.lower()]
-        if name is not None and not rows:
-            raise IVMError(f"no incremental view named {name!r}")
+        rows = cur.fetchall()
+        if name is not None:
+            key = name if quoted else resolve(name, {str(r[0]) for r in rows})
+            rows = [r for r in rows if str(r[0]) == key]
+            if not rows:
+                raise IVMError(f"no incremental view named {name!r}")
         return columns, rows
+
+    def view_kinds(self) -> dict[str, str]:
+        """The server's incremental views and their kinds (``view``/``materialized``), for
+        ``\\d``; none from a server that keeps none."""
+        if not self.ivm_version:
+            return {}
+        return {str(r[0]): str(r[1]) for r in self.execute("SHOW INCREMENTAL VIEWS").fetchall()}
 
     def explain(self, name: str) -> str:
         self._require_serve("\\explain")

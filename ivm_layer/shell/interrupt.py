@@ -81,13 +81,29 @@ class _Canceller:
 _canceller: _Canceller | None = None
 
 
+def answer_ctrl_c() -> None:
+    """Make Ctrl-C reach the interactive shell even when it was started with SIGINT ignored.
+
+    A program started in the background by a non-interactive shell (``cmd &``), and everything
+    it starts, inherits SIGINT as *ignored*, and Python then leaves it ignored: Ctrl-C typed at
+    such a shell's prompt still works (prompt_toolkit handles it), but a ``\\watch`` waiting
+    between two polls never saw it and ran forever. psql sets its own handler unconditionally;
+    so does the interactive shell, once, before the first prompt (Python's own behaviour:
+    ``KeyboardInterrupt``). Scripts (``-f``, piped input) keep what they inherited."""
+    if threading.current_thread() is threading.main_thread() and \
+            signal.getsignal(signal.SIGINT) in (signal.SIG_IGN, signal.SIG_DFL, None):
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def call_interruptibly(fn: Callable[[], T], on_interrupt: Callable[[], None]) -> tuple[T, bool]:
     """Run ``fn`` (on this thread); on Ctrl-C call ``on_interrupt`` from the helper thread and
     keep waiting for ``fn``. Returns ``(fn's result, whether Ctrl-C was pressed)``; ``fn``'s
     exception is re-raised with ``ivm_interrupted`` set. Off the main thread (where signals
-    cannot be handled) ``fn`` just runs."""
+    cannot be handled), or where SIGINT is ignored (a script started in the background: see
+    :func:`answer_ctrl_c` for the interactive shell), ``fn`` just runs."""
     global _canceller
-    if threading.current_thread() is not threading.main_thread():
+    if threading.current_thread() is not threading.main_thread() or \
+            signal.getsignal(signal.SIGINT) is signal.SIG_IGN:
         return fn(), False
     if _canceller is None:
         _canceller = _Canceller()

@@ -20,6 +20,7 @@ from prompt_toolkit.keys import Keys
 from . import paste
 from .completion import SQLCompleter
 from .history import history_path, open_history
+from .interrupt import answer_ctrl_c
 from .meta import QuitShell
 from .runner import Runner
 from .script import Scanner, is_complete
@@ -71,6 +72,7 @@ def _starts(text: str) -> set[int]:
 
 def run_repl(runner: Runner, db_name: str) -> int:
     """Read, run and print until ``\\q`` or Ctrl-D; returns the exit status (0)."""
+    answer_ctrl_c()
     completer = SQLCompleter()
     refresh_completion(runner, completer)
     runner.on_schema_change = lambda: refresh_completion(runner, completer)

@@ -6,6 +6,7 @@ wire, in both modes of the server."""
 from __future__ import annotations
 
 import os
+import re
 import subprocess
 import sys
 
@@ -34,12 +35,17 @@ def test_shell_is_a_client_of_ivm_serve(any_served):
     res = subprocess.run([sys.executable, "-m", "ivm_layer", "shell", url, "-c", r"\conninfo",
                           "-c", "CREATE TABLE sh (a INT, b INT)", "-c", "INSERT INTO sh VALUES (1, 2), (1, 3), (2, 5)",
                           "-c", "CREATE INCREMENTAL VIEW sh_v AS SELECT a, sum(b) AS s FROM sh GROUP BY a",
-                          "-c", "SELECT * FROM sh_v ORDER BY a", "-c", r"\dv", "-c", r"\explain sh_v"],
+                          "-c", "SELECT * FROM sh_v ORDER BY a", "-c", r"\dv", "-c", r"\explain sh_v",
+                          "-c", r"\d", "-c", r"\d SH_V"],
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert res.returncode == 0, res.stderr
     assert "client of ivm serve" in res.stdout      # the shell's client mode, not a session of its own
     assert " 1 | 5" in res.stdout and " 2 | 5" in res.stdout
     assert "sh_v" in res.stdout and "q-hierarchical" in res.stdout and "GJT" in res.stdout
+    # \d lists the server's incremental views as such (they were "view" before), and \d v says so
+    assert re.search(r"\bsh\s+\| table\b", res.stdout), res.stdout
+    assert re.search(r"\bsh_v\s+\| incremental view\b", res.stdout), res.stdout
+    assert 'Incremental view "sh_v"' in res.stdout and "rows: 2" in res.stdout, res.stdout
     # the server owns the view: another client sees it
     with psycopg.connect(url, autocommit=True) as c:
         assert c.execute("SELECT s FROM sh_v WHERE a = 1").fetchone() == (5,)

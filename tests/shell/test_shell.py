@@ -13,6 +13,7 @@ import io
 import json
 import os
 import shlex
+import signal
 import socket
 import subprocess
 import sys
@@ -204,6 +205,34 @@ def prompt(child, db: str = "memory") -> None:
     the text typed is echoed after a prompt too, so the prompt alone is not enough)."""
     child.expect_exact("\x1b[?2004h")
     child.expect_exact(f"{db}=>")
+
+
+def test_ctrl_c_stops_watch_when_started_with_sigint_ignored(tmp_path):
+    """A shell started by a non-interactive shell's ``&`` inherits SIGINT as ignored; Ctrl-C
+    must still stop ``\\watch`` (before the fix it was lost between two polls, forever)."""
+    c = pexpect.spawn(str(IVM), ["shell"], env=shell_env(tmp_path), encoding="utf-8",
+                      dimensions=(40, 120), timeout=20,
+                      preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_IGN))
+    try:
+        prompt(c)
+        c.send("CREATE TABLE t (id INT); CREATE INCREMENTAL VIEW v AS SELECT id FROM t;\r")
+        c.expect_exact("CREATE INCREMENTAL VIEW")
+        prompt(c)
+        for _ in range(3):              # most of a watch is the wait between polls: hit it
+            c.send("\\watch v\r")
+            c.expect_exact("Ctrl-C to stop.")
+            time.sleep(0.05)
+            c.sendintr()
+            c.expect_exact("Stopped watching v (0 changes).")
+            prompt(c)
+        c.send("SELECT 1 AS one \\watch 0.05\r")   # psql's \\watch of a query: Ctrl-C while it sleeps
+        c.expect(r"one\s+-+\s+1\s+\(1 row\)")
+        c.sendintr()
+        prompt(c)
+        c.send("SELECT 40 + 2 AS answer;\r")
+        c.expect(r"answer\s+-+\s+42\s+\(1 row\)")
+    finally:
+        c.close(force=True)
 
 
 def test_interactive_session(repl, tmp_path):
