@@ -59,7 +59,7 @@ KEYS = ["apply_rows_per_s", "create_view_rows_per_s", "insert_select_100k_s", "i
 
 def uptime() -> str:
     try:
-        return subprocess.run(["uptime"], capture_output=True, text=True, timeout=10).stdout.strip()
+        return subprocess.run(["uptime"], check=False, capture_output=True, text=True, timeout=10).stdout.strip()
     except (OSError, subprocess.SubprocessError):
         return f"load average {os.getloadavg()}"
 
@@ -67,7 +67,7 @@ def uptime() -> str:
 def child(root: str, rows: int, statements: int) -> dict:
     env = dict(os.environ, PYTHONPATH=root)
     env.pop("IVM_COMPILE", None)
-    p = subprocess.run([sys.executable, "-c", _CHILD, root, str(rows), str(statements)], env=env,
+    p = subprocess.run([sys.executable, "-c", _CHILD, root, str(rows), str(statements)], check=False, env=env,
                        capture_output=True, text=True, cwd=root, timeout=3600)
     for line in p.stdout.splitlines():
         if line.startswith("RESULT "):

@@ -34,9 +34,10 @@ import decimal
 import gc
 import math
 from collections import Counter
+from collections.abc import Callable
 from itertools import chain, compress
 from operator import itemgetter
-from typing import Any, Callable
+from typing import Any
 
 from .groups import HashGroup, OrderedGroup
 from .predicates import key_fn
@@ -60,7 +61,7 @@ class CollectorPaused:
         if self.on:
             gc.disable()
 
-    def __exit__(self, *exc: Any) -> None:
+    def __exit__(self, *exc: object) -> None:
         if self.on:
             gc.enable()
 

@@ -14,7 +14,8 @@ import duckdb
 import pytest
 
 import ivm_layer
-from ivm_layer.engine import batches, bulk, updcode, view as view_mod
+from ivm_layer.engine import batches, bulk, updcode
+from ivm_layer.engine import view as view_mod
 
 SCHEMA = {"r": ["a", "b"], "s": ["b", "c"], "t": ["c", "d"]}
 SHAPES = {

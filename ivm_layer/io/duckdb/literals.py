@@ -24,7 +24,8 @@ Cost: O(length of the statement) in C-level regex matching plus one Python step 
 from __future__ import annotations
 
 import re
-from typing import Any, Sequence
+from collections.abc import Sequence
+from typing import Any
 
 from ...identifiers import ascii_lower
 

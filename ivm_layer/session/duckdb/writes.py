@@ -25,7 +25,6 @@ from . import ranges
 from .tables import run, write_change
 from .views import DuckViews, quote
 
-
 #: ``INSERT INTO`` and nothing else before the target (no ``OR IGNORE``/``OR REPLACE``)
 _PLAIN_INSERT = re.compile(r"\s*INSERT\s+INTO\s+", re.IGNORECASE)
 
