@@ -15,7 +15,7 @@ from ..identifiers import resolve
 from ..errors import IVMError, UpdateError
 from ..planner import Plan
 from .batches import leaf_deltas, probe_row, read_batch
-from .bulk import BULK_MIN
+from .bulk import BULK_MIN, CollectorPaused, batch_size
 from .leaves import LeafExtractor, VarClasses, ordered_variable_kinds
 from .tnotes import cost_notes, derived_steps
 from .trep import TRep
@@ -422,7 +422,8 @@ class View:
     def _prepare(self, batch: Mapping) -> list:
         """Phase 1: validate, compute every leaf delta, check value kinds. Raises; mutates nothing
         (the value kinds first seen are recorded only when the whole batch passed)."""
-        return self._prepare_validated(self._validate(batch))
+        with CollectorPaused(batch_size(batch)):
+            return self._prepare_validated(self._validate(batch))
 
     def _prepare_validated(self, validated: list[tuple[str, dict[tuple, int]]],
                            pending: dict[str, str] | None = None) -> list:
@@ -440,6 +441,10 @@ class View:
     def _commit(self, steps: list, want_change: bool) -> Change | None:
         """Phase 2: apply prepared steps (cannot fail). Returns the consolidated view change
         when one is wanted (``diff``, subscribers, or a materialized result to maintain)."""
+        with CollectorPaused(sum(len(st[1]) for st in steps)):
+            return self._commit_steps(steps, want_change)
+
+    def _commit_steps(self, steps: list, want_change: bool) -> Change | None:
         need_delta = want_change or bool(self._subscribers) or self._materialized is not None
         change: dict[tuple, int] | None = {} if need_delta else None
         for name, changes, per_atom, core_steps, pending in steps:

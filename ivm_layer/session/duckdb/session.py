@@ -340,6 +340,12 @@ class Session(SessionBase):
             if r.target in self._catalog.captures:
                 if self._in_txn:
                     return self._writer.write(r, params, self._txn_undo)
+                if kind == "insert" and params is None and (done := self._writer.insert_autocommit(r)):
+                    cur, seen = done
+                    if not seen:
+                        self._autocommit(self._writer.capture_unseen)
+                    self._viewset.notify()
+                    return cur
                 if kind in ("update", "delete") and (done := self._writer.write_autocommit(r, params)):
                     cur, seen = done
                     if not seen:

@@ -27,6 +27,11 @@ from ..core import ViewStateBase, dedupe_names
 from . import ranges, reads
 from .tables import arrow_type, bulk_insert
 
+#: rows per batch of a view's initial load: large, so that most index groups are built whole
+#: from sorted data (engine/bulk.py) rather than added to row by row; the rows are held by the
+#: engine anyway, so the chunk costs no memory beyond its list
+LOAD_CHUNK = 1 << 20
+
 if TYPE_CHECKING:  # pragma: no cover
     from ...engine.view import View
 
@@ -250,7 +255,7 @@ class DuckViews:
         total = sum(self.captures[t].rows for t in tables)
         bar = Progress(total, f"loading {name}", enabled=self.progress)
         for t in tables:
-            for rows in self.captures[t].scan(self.conn):
+            for rows in self.captures[t].scan(self.conn, LOAD_CHUNK):
                 load_view(view, {t: [(r, 1) for r in rows]})
                 bar.advance(len(rows))
         bar.close()
