@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from ..errors import HeavyLightRefused
+from ..errors import HeavyLightRefused, ProgrammingError
 from ..query import GCQ, Atom
 from .params import cqap0_reason, fracture, plan_params
 
@@ -177,13 +177,16 @@ def plan_heavy_light(gcq: GCQ, params: list[str], param_vars: list[str], column_
 
 
 def check_epsilon(epsilon) -> float:
-    """``epsilon`` as a float in [0, 1], or :class:`IVMError` in the user's terms."""
+    """``epsilon`` as a float in [0, 1], or :class:`ProgrammingError` (22023, PostgreSQL's
+    invalid_parameter_value) in the user's terms."""
     try:
         e = float(epsilon)
     except (TypeError, ValueError):
-        raise IVMError(f"epsilon must be a number between 0 and 1, got {epsilon!r}") from None
+        raise ProgrammingError(f"epsilon must be a number between 0 and 1, got {epsilon!r}",
+                               sqlstate="22023") from None
     if not 0.0 <= e <= 1.0 or e != e:
-        raise IVMError(f"epsilon must be between 0 and 1 (paper 004's trade-off θ = N^ε), got {epsilon!r}")
+        raise ProgrammingError(f"epsilon must be between 0 and 1 (paper 004's trade-off θ = N^ε), got {epsilon!r}",
+                               sqlstate="22023")
     return e
 
 
