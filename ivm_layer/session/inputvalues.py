@@ -27,6 +27,7 @@ from decimal import Decimal
 from typing import Any
 
 from ..errors import DataError, Error, ProgrammingError
+from ..sql.types import value_kind
 
 _INT = re.compile(r"(u?(tiny|small|big|huge)?int(eger)?(\d+)?|int[248]|smallint|bigint|integer|"
                   r"hugeint|uhugeint|u?int128|signed|long|short)$")
@@ -54,25 +55,14 @@ def family(sql_type: str | None) -> str:
     return "other"
 
 
-def _number_kind(v) -> str | None:
-    if isinstance(v, bool):
-        return None
-    if isinstance(v, int):
-        return "int"
-    if isinstance(v, Decimal):
-        return "decimal"
-    if isinstance(v, float):
-        return "float"
-    return None
-
-
 def coerce(value: Any, sql_type: str | None, fam: str, cast: Callable[[Any, str], Any], what: str) -> Any:
     """``value`` as the engine holds values of ``sql_type`` (``fam`` = :func:`family` of it),
     ``None`` when it can match nothing. ``cast(value, sql_type)`` asks the database. ``what``
     names the input in errors ("input acc of incremental view recent")."""
     if value is None:
         return None
-    num = _number_kind(value)
+    num = value_kind(value)
+    num = num if num in ("int", "decimal", "float") else None
     if num is not None:
         if fam in ("int", "real"):
             return value          # Python compares numbers exactly, as SQL does here

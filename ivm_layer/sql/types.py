@@ -32,7 +32,9 @@ def coarse(sql_type: str | None) -> str | None:
     return _BASE.get(sql_type.lower().split("(")[0].strip())
 
 
-def _const(v: Any) -> str | None:
+def value_kind(v: Any) -> str | None:
+    """The type family of a Python value as the SQL front end names it (``int``, ``decimal``,
+    ``float``, ``text``, ``bool``, ``date``, ``timestamp``; None for NULL or anything else)."""
     if v is None:
         return None
     if isinstance(v, bool):
@@ -71,7 +73,7 @@ def expr_type(e: tuple, var: dict[str, str | None], dialect: str = "duckdb") -> 
     if tag == "var":
         return var.get(e[1])
     if tag == "const":
-        return _const(e[1])
+        return value_kind(e[1])
     if tag in ("=", "<>", "<", "<=", ">", ">=", "and", "or", "not", "isnull", "in", "like"):
         return "bool"
     if tag == "neg":
