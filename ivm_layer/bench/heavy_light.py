@@ -24,14 +24,14 @@ Machine-dependent, never asserted; ``load`` is ``os.getloadavg()`` at start and 
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 import time
-from pathlib import Path
 
 from ivm_layer import compile_view
+
+from .report import save_json
 
 SQL = "SELECT r.b FROM r JOIN s ON r.b = s.b WHERE r.a = $a"
 SCHEMA = {"r": ["a", "b"], "s": ["b"]}
@@ -167,9 +167,7 @@ def main(argv: list[str] | None = None) -> int:
                  "load_start": os.getloadavg()}
     doc["results"] = run(args.n)
     doc["load_end"] = os.getloadavg()
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2))
-    print(json.dumps(doc, indent=2))
+    save_json(doc, args.out)
     return 0
 
 

@@ -19,13 +19,13 @@ Medians over repeated single operations; machine-dependent, never asserted.
 from __future__ import annotations
 
 import argparse
-import json
 import random
 import statistics
 import time
-from pathlib import Path
 
 from ivm_layer import compile_view
+
+from .report import save_json
 
 SCHEMA = {"r": ["a", "b", "c"], "s": ["b", "d"]}
 VIEWS = {
@@ -78,9 +78,7 @@ def main(argv: list[str] | None = None) -> int:
         small, big = measure(name, args.n, rnd), measure(name, 8 * args.n, rnd)
         doc["results"][name] = {str(args.n): small, str(8 * args.n): big}
         doc["growth_8x"][name] = {k: round(big[k] / small[k], 2) for k in small}
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2))
-    print(json.dumps(doc, indent=2))
+    save_json(doc, args.out)
     return 0
 
 

@@ -23,13 +23,13 @@ Also used by :mod:`ivm_layer.bench.static_params`. Machine-dependent, never asse
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import random
 import statistics
 import tempfile
 import time
-from pathlib import Path
+
+from .report import save_json
 
 VIEW = "SELECT r.b, r.c FROM r WHERE r.a = $a"
 REPS = 400
@@ -130,9 +130,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", default="bench-results/point_sql.json")
     args = ap.parse_args(argv)
     doc = run(args.n, not args.no_postgres, args.reps)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2))
-    print(json.dumps(doc, indent=2))
+    save_json(doc, args.out)
     return 0
 
 

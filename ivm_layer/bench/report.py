@@ -24,6 +24,17 @@ SYSTEM_ORDER = ["ivm-pull", "ivm-base", "ivm-push", "duckdb", "naive", "pathway"
 
 
 # ----------------------------------------------------------------------------- formatting
+def save_json(doc: dict, path: str, echo: bool = True) -> None:
+    """Write a bench's JSON document to ``path`` (its folder made if needed) and, with ``echo``,
+    print it too: what every ``python -m ivm_layer.bench.X`` ends with."""
+    from pathlib import Path
+
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    Path(path).write_text(json.dumps(doc, indent=2))
+    if echo:
+        print(json.dumps(doc, indent=2))
+
+
 def _num(v, nd: int = 0) -> str:
     if v is None:
         return "–"

@@ -42,9 +42,10 @@ import os
 import random
 import statistics
 import time
-from pathlib import Path
 
 from ivm_layer import compile_view
+
+from .report import save_json
 
 Q1 = "SELECT r.a, s.b, t.c FROM r JOIN s ON r.a = s.a JOIN t ON s.b = t.b"
 Q1_SCHEMA = {"r": ["a", "d"], "s": ["a", "b"], "t": ["b", "c"]}
@@ -321,8 +322,7 @@ def main(argv: list[str] | None = None) -> int:
 
         doc["point_sql"] = point_sql.run(16 * args.n, postgres=not args.no_postgres)
     doc["ranges"] = ranges_section([int(x) for x in args.range_sizes.split(",")], args.baseline)
-    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps(doc, indent=2))
+    save_json(doc, args.out, echo=False)
     if args.only == "ranges":
         print(_table(doc["ranges"]))
         print(f"load average before {doc['ranges']['load_before']}, after {doc['ranges']['load_after']}; "
