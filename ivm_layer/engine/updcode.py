@@ -20,7 +20,7 @@ from ..errors import UpdateError
 from .bulk import BULK_MIN
 from .bulk import propagate as bulk_propagate
 from .leaves import bad_row
-from .trep import sweep_min
+from .wiring import sweep_min
 from .updgen import NotCompiled, build, compile_enabled, gen_path, gen_rest, gen_single
 from .values import canonical_row
 

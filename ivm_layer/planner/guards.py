@@ -1,7 +1,7 @@
 """Guard-path analysis of a GJT: the update and delay bounds EXPLAIN prints, read off the tree.
 
 Algorithm 2 walks from an updated leaf to the root. At each step from a node ``n`` to its
-parent ``p`` it does one of (see ``engine/trep.py``):
+parent ``p`` it does one of (see ``engine/wiring.py``):
 
 * no sibling: project the delta (one tuple in, at most one out);
 * ``n`` guards ``p`` (var(p) ⊆ var(n)) and the sibling's edge has no inequality: one group

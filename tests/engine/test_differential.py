@@ -728,8 +728,8 @@ def test_sorted_sweep_path_matches_oracle(monkeypatch):
     equivalence with per-tuple range scans is checked on random queries and streams."""
     if os.environ.get("IVM_DIFF_IMPL", "engine") != "engine":
         pytest.skip("exercises an engine internal")
-    import ivm_layer.engine.trep as trep
+    import ivm_layer.engine.wiring as wiring
 
-    monkeypatch.setattr(trep, "_SWEEP_MIN", 1)
+    monkeypatch.setattr(wiring, "_SWEEP_MIN", 1)
     accepted = sum(1 for s in range(5000, 5040) if run_seed(s, get_impl()))
     assert accepted >= 30
