@@ -162,26 +162,21 @@ class StateFS:
 
     def list(self, prefix: str = "") -> list[str]:
         """The names of the files directly in the directory ``prefix`` (sorted; [] if none)."""
-        if self.local:
-            try:
-                return sorted(n for n in os.listdir(self.path(prefix))
-                              if not n.startswith(".") and os.path.isfile(os.path.join(self.path(prefix), n)))
-            except (FileNotFoundError, NotADirectoryError):
-                return []
-        from pyarrow import fs as pafs
-
-        try:
-            infos = self.fs.get_file_info(pafs.FileSelector(self.path(prefix), allow_not_found=True))
-        except OSError as e:
-            raise StateError(f"cannot list {self.label}/{prefix}: {_clean(e, self.location)}") from None
-        return sorted(i.base_name for i in infos if i.type == pafs.FileType.File)
+        return self._names(prefix, directories=False)
 
     def list_dirs(self, prefix: str = "") -> list[str]:
         """The names of the directories directly in ``prefix`` (sorted)."""
+        return self._names(prefix, directories=True)
+
+    def _names(self, prefix: str, directories: bool) -> list[str]:
+        """The files (hidden ones left out) or the directories directly in ``prefix``: one
+        listing, local or through ``pyarrow.fs``."""
         if self.local:
+            d = self.path(prefix)
             try:
-                d = self.path(prefix)
-                return sorted(n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
+                if directories:
+                    return sorted(n for n in os.listdir(d) if os.path.isdir(os.path.join(d, n)))
+                return sorted(n for n in os.listdir(d) if not n.startswith(".") and os.path.isfile(os.path.join(d, n)))
             except (FileNotFoundError, NotADirectoryError):
                 return []
         from pyarrow import fs as pafs
@@ -190,7 +185,8 @@ class StateFS:
             infos = self.fs.get_file_info(pafs.FileSelector(self.path(prefix), allow_not_found=True))
         except OSError as e:
             raise StateError(f"cannot list {self.label}/{prefix}: {_clean(e, self.location)}") from None
-        return sorted(i.base_name for i in infos if i.type == pafs.FileType.Directory)
+        kind = pafs.FileType.Directory if directories else pafs.FileType.File
+        return sorted(i.base_name for i in infos if i.type == kind)
 
     def exists(self, name: str = "") -> bool:
         """``name`` (a file, or with a trailing ``/`` or empty: a directory holding files) exists."""
